@@ -1,0 +1,169 @@
+#include "mem_backend.h"
+
+#include <algorithm>
+
+namespace dlock::mem {
+namespace {
+
+using std::chrono::milliseconds;
+
+// A waiting writer or fair waiter that stops attempting for this long is purged.
+constexpr milliseconds kHeartbeat{2000};
+// Waiters attempt at least this often, refreshing their heartbeat (≤ kHeartbeat / 3).
+constexpr milliseconds kFallbackPoll{500};
+
+void purge(Entry& e, Clock::time_point now) {
+  if (!e.writer.empty() && e.writer_expiry <= now) e.writer.clear();
+  std::erase_if(e.readers, [&](const auto& r) { return r.second <= now; });
+  std::erase_if(e.waiting_writers, [&](const auto& w) { return w.second <= now; });
+  std::erase_if(e.fair_queue, [&](const auto& w) { return w.second <= now; });
+}
+
+// Fair waiters queue in arrival order; only the head may take the lock.
+bool fair_turn(Entry& e, const spi::AttemptRequest& r, Clock::time_point now) {
+  auto me = std::find_if(e.fair_queue.begin(), e.fair_queue.end(),
+                         [&](const auto& w) { return w.first == r.waiter_id; });
+  if (me != e.fair_queue.end()) {
+    me->second = now + kHeartbeat;
+  } else if (r.will_wait) {
+    e.fair_queue.emplace_back(std::string(r.waiter_id), now + kHeartbeat);
+    me = std::prev(e.fair_queue.end());
+  }
+  return e.fair_queue.empty() || me == e.fair_queue.begin();
+}
+
+milliseconds remaining(Clock::time_point t, Clock::time_point now) {
+  return std::chrono::ceil<milliseconds>(t - now);
+}
+
+class MemWaitRegistration final : public spi::WaitRegistration {
+ public:
+  MemWaitRegistration(std::shared_ptr<Space> space, std::string name, std::uint64_t id)
+      : space_(std::move(space)), name_(std::move(name)), id_(id) {}
+  ~MemWaitRegistration() override {
+    std::lock_guard lock(space_->mu);
+    space_->entries[name_].wakers.erase(id_);
+  }
+  milliseconds fallback_poll() const noexcept override { return kFallbackPoll; }
+
+ private:
+  std::shared_ptr<Space> space_;
+  std::string name_;
+  std::uint64_t id_;
+};
+
+}  // namespace
+
+MemBackend::MemBackend(std::shared_ptr<Space> space, milliseconds default_lease)
+    : space_(std::move(space)) {
+  caps_.reentrant = true;
+  caps_.read_write = true;
+  caps_.fair = true;
+  caps_.fencing = true;
+  caps_.push_wakeup = true;
+  caps_.liveness = Liveness::lease;
+  caps_.max_name_bytes = 4096;
+  caps_.default_lease = default_lease;
+  // A broken lock is noticed at the next renewal: a third of the lease plus batching slack.
+  caps_.lost_signal_bound = default_lease / 3 + default_lease / 12 + milliseconds(100);
+  caps_.crash_release_bound = default_lease;
+}
+
+spi::Attempt MemBackend::try_acquire(const spi::AttemptRequest& r) {
+  Clock::time_point now = Clock::now();
+  std::lock_guard lock(space_->mu);
+  Entry& e = space_->entries[std::string(r.name)];
+  purge(e, now);
+  bool turn = !r.fair || fair_turn(e, r, now);
+  bool is_writer = r.mode == LockMode::exclusive;
+  bool free = e.writer.empty() &&
+              (is_writer ? e.readers.empty()
+                         : std::all_of(e.waiting_writers.begin(), e.waiting_writers.end(),
+                                       [&](const auto& w) { return w.first == r.waiter_id; }));
+  if (turn && free) {
+    Clock::time_point expiry = now + r.lease;
+    if (is_writer) {
+      e.writer = r.owner_key;
+      e.writer_expiry = expiry;
+    } else {
+      e.readers[std::string(r.owner_key)] = expiry;
+    }
+    e.waiting_writers.erase(std::string(r.waiter_id));
+    std::erase_if(e.fair_queue, [&](const auto& w) { return w.first == r.waiter_id; });
+    return std::make_shared<spi::HeldLock>(std::string(r.name), r.mode, std::string(r.owner_key),
+                                           ++e.fence, expiry);
+  }
+  if (is_writer && r.will_wait) e.waiting_writers[std::string(r.waiter_id)] = now + kHeartbeat;
+  spi::Busy busy;
+  if (!e.writer.empty()) {
+    busy.retry_after = remaining(e.writer_expiry, now);
+  } else if (!e.readers.empty()) {
+    auto first = std::min_element(e.readers.begin(), e.readers.end(),
+                                  [](const auto& a, const auto& b) { return a.second < b.second; });
+    busy.retry_after = remaining(first->second, now);
+  }
+  return busy;
+}
+
+std::unique_ptr<spi::WaitRegistration> MemBackend::prepare_wait(const spi::AttemptRequest& r,
+                                                                 std::function<void()> wake) {
+  std::lock_guard lock(space_->mu);
+  std::uint64_t id = space_->next_waker++;
+  space_->entries[std::string(r.name)].wakers.emplace(id, std::move(wake));
+  return std::make_unique<MemWaitRegistration>(space_, std::string(r.name), id);
+}
+
+void MemBackend::abandon(const spi::AttemptRequest& r) noexcept {
+  std::lock_guard lock(space_->mu);
+  auto it = space_->entries.find(std::string(r.name));
+  if (it == space_->entries.end()) return;
+  Entry& e = it->second;
+  bool was_blocking = e.waiting_writers.erase(std::string(r.waiter_id)) > 0 ||
+                      (!e.fair_queue.empty() && e.fair_queue.front().first == r.waiter_id);
+  std::erase_if(e.fair_queue, [&](const auto& w) { return w.first == r.waiter_id; });
+  if (was_blocking) Space::wake_all(e);
+}
+
+bool MemBackend::release(spi::HeldLock& lock) {
+  Clock::time_point now = Clock::now();
+  std::lock_guard guard(space_->mu);
+  auto it = space_->entries.find(lock.name());
+  if (it == space_->entries.end()) return false;
+  Entry& e = it->second;
+  bool held = false;
+  if (lock.mode() == LockMode::exclusive) {
+    held = e.writer == lock.owner_key() && e.writer_expiry > now;
+    if (e.writer == lock.owner_key()) e.writer.clear();
+  } else {
+    auto r = e.readers.find(lock.owner_key());
+    held = r != e.readers.end() && r->second > now;
+    if (r != e.readers.end()) e.readers.erase(r);
+  }
+  if (held) Space::wake_all(e);
+  return held;
+}
+
+void MemBackend::extend_many(std::span<spi::HeldLock* const> locks, milliseconds lease,
+                             std::span<spi::RenewStatus> out) noexcept {
+  Clock::time_point now = Clock::now();
+  std::lock_guard guard(space_->mu);
+  for (std::size_t i = 0; i < locks.size(); ++i) {
+    spi::HeldLock& l = *locks[i];
+    out[i] = spi::RenewStatus::not_held;
+    auto it = space_->entries.find(l.name());
+    if (it == space_->entries.end()) continue;
+    Entry& e = it->second;
+    Clock::time_point* expiry = nullptr;
+    if (l.mode() == LockMode::exclusive) {
+      if (e.writer == l.owner_key()) expiry = &e.writer_expiry;
+    } else if (auto r = e.readers.find(l.owner_key()); r != e.readers.end()) {
+      expiry = &r->second;
+    }
+    if (!expiry || *expiry <= now) continue;
+    *expiry = now + lease;
+    l.set_expires_at(now + lease);
+    out[i] = spi::RenewStatus::renewed;
+  }
+}
+
+}  // namespace dlock::mem

@@ -1,0 +1,60 @@
+// The core's bookkeeping of held locks. Private to the core.
+//
+// One HoldState per (name, owner) lock held through a provider: the backend's HeldLock, the
+// count of re-entrant holds, and the watchdog's schedule. One Hold per Lease: which mode the
+// Lease asked for and whether it was released. Holds keep their HoldState alive; a
+// HoldState keeps its ProviderCore (backend, watchdog) alive.
+#pragma once
+
+#include <chrono>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <stop_token>
+#include <string>
+#include <vector>
+
+#include "dlock/options.h"
+#include "dlock/spi/held_lock.h"
+
+namespace dlock::detail {
+
+class ProviderCore;
+using Clock = std::chrono::steady_clock;
+
+struct HoldState {
+  std::shared_ptr<ProviderCore> core;
+  std::shared_ptr<spi::HeldLock> lock;
+  std::string owner;
+  // Guarded by ProviderCore::mu_:
+  int holds = 0;           // live Holds (re-entrant count)
+  bool releasing = false;  // the last Hold is releasing it on the backend
+  bool ended = false;      // released, or given up by the core (max hold, client lease)
+  // The watchdog's plan for this lock, guarded by the Scheduler's mutex.
+  std::optional<std::chrono::milliseconds> renew_lease;  // set: renewed every third of it
+  Clock::time_point next_renew = Clock::time_point::max();
+  Clock::time_point max_hold_deadline = Clock::time_point::max();
+};
+
+class Hold {
+ public:
+  Hold(std::shared_ptr<HoldState> state, LockMode mode) : state_(std::move(state)), mode_(mode) {}
+  ~Hold();
+  Hold(const Hold&) = delete;
+  Hold& operator=(const Hold&) = delete;
+
+  const std::shared_ptr<HoldState>& state() const noexcept { return state_; }
+  LockMode mode() const noexcept { return mode_; }
+  bool released() const noexcept { return released_; }
+  void set_released() noexcept { released_ = true; }
+
+  // Registered lost callbacks; they unregister when the Hold dies.
+  std::vector<std::unique_ptr<std::stop_callback<std::function<void()>>>> callbacks;
+
+ private:
+  std::shared_ptr<HoldState> state_;
+  LockMode mode_;
+  bool released_ = false;
+};
+
+}  // namespace dlock::detail

@@ -1,0 +1,75 @@
+#include "dlock/lease.h"
+
+#include "dlock/error.h"
+#include "hold.h"
+#include "provider_core.h"
+
+namespace dlock {
+
+namespace detail {
+Hold::~Hold() {
+  callbacks.clear();  // a normal release must not run lost callbacks of a dead Lease
+  if (released_) return;
+  try {
+    state_->core->release(*this);
+  } catch (...) {
+    // Best effort: a lease-based lock expires, a session-based one ends with its session.
+  }
+}
+}  // namespace detail
+
+namespace {
+const std::string kEmpty;
+}
+
+Lease::Lease() noexcept = default;
+Lease::Lease(std::unique_ptr<detail::Hold> hold) noexcept : hold_(std::move(hold)) {}
+Lease::Lease(Lease&&) noexcept = default;
+Lease& Lease::operator=(Lease&& other) noexcept {
+  if (this != &other) {
+    hold_.reset();  // ~Hold releases best effort
+    hold_ = std::move(other.hold_);
+  }
+  return *this;
+}
+Lease::~Lease() = default;
+
+bool Lease::held() const noexcept {
+  return hold_ && !hold_->released() && !hold_->state()->lock->lost();
+}
+
+const std::string& Lease::name() const noexcept { return hold_ ? hold_->state()->lock->name() : kEmpty; }
+LockMode Lease::mode() const noexcept { return hold_ ? hold_->mode() : LockMode::exclusive; }
+const std::string& Lease::owner() const noexcept { return hold_ ? hold_->state()->owner : kEmpty; }
+
+std::uint64_t Lease::fencing_token() const noexcept {
+  return hold_ ? hold_->state()->lock->fencing_token() : 0;
+}
+
+std::chrono::steady_clock::time_point Lease::expires_at() const noexcept {
+  return hold_ ? hold_->state()->lock->expires_at() : std::chrono::steady_clock::time_point::min();
+}
+
+bool Lease::release() {
+  if (!hold_) return false;
+  bool was_held = hold_->state()->core->release(*hold_);
+  hold_->callbacks.clear();
+  return was_held;
+}
+
+void Lease::extend(std::chrono::milliseconds lease) {
+  if (!hold_) throw Error(ErrorCode::not_held, "empty lease");
+  hold_->state()->core->extend(*hold_, lease);
+}
+
+std::stop_token Lease::lost_token() const noexcept {
+  return hold_ ? hold_->state()->lock->lost_token() : std::stop_token();
+}
+
+void Lease::on_lost(std::function<void()> callback) {
+  if (!hold_ || hold_->released()) return;
+  hold_->callbacks.push_back(std::make_unique<std::stop_callback<std::function<void()>>>(
+      hold_->state()->lock->lost_token(), std::move(callback)));
+}
+
+}  // namespace dlock

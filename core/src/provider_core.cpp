@@ -1,0 +1,196 @@
+#include "provider_core.h"
+
+#include "dlock/error.h"
+#include "owner.h"
+#include "wait_loop.h"
+
+namespace dlock::detail {
+
+using std::chrono::milliseconds;
+
+namespace {
+constexpr std::size_t kMaxOwnerBytes = 256;
+
+[[noreturn]] void invalid(const std::string& what) { throw Error(ErrorCode::invalid_argument, what); }
+}  // namespace
+
+ProviderCore::ProviderCore(std::shared_ptr<spi::Backend> backend)
+    : backend_(std::move(backend)),
+      caps_(backend_->capabilities()),
+      client_id_(random_client_id()),
+      scheduler_(backend_) {}
+
+void ProviderCore::validate(std::string_view name, LockMode mode, const AcquireOptions& o) const {
+  if (name.empty()) invalid("lock name is empty");
+  if (name.size() > caps_.max_name_bytes) {
+    invalid("lock name is " + std::to_string(name.size()) + " bytes; this backend takes at most " +
+            std::to_string(caps_.max_name_bytes));
+  }
+  if (o.owner && (o.owner->empty() || o.owner->size() > kMaxOwnerBytes)) {
+    invalid("owner id must be 1.." + std::to_string(kMaxOwnerBytes) + " bytes");
+  }
+  if (o.lease && o.lease->count() <= 0) invalid("lease must be > 0");
+  if (o.max_hold && o.max_hold->count() <= 0) invalid("max_hold must be > 0");
+  if (mode == LockMode::shared && !caps_.read_write) {
+    throw Error(ErrorCode::unsupported, "this backend has no shared (read) locks");
+  }
+  if (o.fair && !caps_.fair) throw Error(ErrorCode::unsupported, "this backend has no fair locks");
+}
+
+std::optional<Lease> ProviderCore::reenter(const Key& key, LockMode mode, Clock::time_point deadline) {
+  std::unique_lock lock(mu_);
+  while (true) {
+    auto it = holds_.find(key);
+    if (it == holds_.end()) return std::nullopt;
+    auto st = it->second;
+    if (st->ended || st->lock->lost()) {
+      holds_.erase(it);  // a lost lock is never re-entered: the next acquire starts afresh
+      return std::nullopt;
+    }
+    if (st->releasing) {
+      // Our own last hold is being released on the backend: one round trip at most.
+      if (released_.wait_until(lock, deadline) == std::cv_status::timeout && Clock::now() >= deadline) {
+        return std::nullopt;
+      }
+      continue;
+    }
+    if (mode == LockMode::exclusive && st->lock->mode() == LockMode::shared) {
+      throw Error(ErrorCode::would_deadlock,
+                  "owner holds a shared (read) lock and asked for exclusive: upgrades are refused; "
+                  "release the read lock first");
+    }
+    ++st->holds;
+    return Lease(std::make_unique<Hold>(st, mode));
+  }
+}
+
+std::optional<Lease> ProviderCore::try_acquire(std::string_view name, LockMode mode, Wait wait,
+                                               const AcquireOptions& options) {
+  Clock::time_point start = Clock::now();
+  validate(name, mode, options);
+  Clock::time_point deadline = wait.deadline_from(start);
+  Key key{std::string(name), options.owner ? *options.owner : thread_owner()};
+
+  if (auto lease = reenter(key, mode, deadline)) return lease;
+  if (options.cancel.stop_requested()) return std::nullopt;
+
+  std::string seq = std::to_string(next_seq_++);
+  std::string owner_key = client_id_ + ":" + seq + ":" + key.second;
+  std::string waiter_id = client_id_ + ":w" + seq;
+  milliseconds lease = options.lease.value_or(caps_.default_lease);
+  spi::AttemptRequest request;
+  request.name = name;
+  request.mode = mode;
+  request.owner_key = owner_key;
+  request.lease = lease;
+  request.fair = options.fair;
+  request.waiter_id = waiter_id;
+
+  auto held = wait_for_lock(*backend_, request, deadline, options.cancel);
+  if (!held) return std::nullopt;
+
+  auto st = std::make_shared<HoldState>();
+  st->core = shared_from_this();
+  st->lock = std::move(held);
+  st->owner = key.second;
+  st->holds = 1;
+  if (caps_.liveness == Liveness::session && options.lease) {
+    st->lock->set_expires_at(start + lease);  // the client enforces an explicit lease
+  }
+  {
+    std::lock_guard lock(mu_);
+    holds_[key] = st;  // replaces a lost or released entry of the same owner
+  }
+  std::optional<milliseconds> renew;
+  if (!options.lease) renew = lease;
+  Clock::time_point max_hold =
+      options.max_hold ? start + *options.max_hold : Clock::time_point::max();
+  scheduler_.watch(st, renew, max_hold);
+  return Lease(std::make_unique<Hold>(st, mode));
+}
+
+bool ProviderCore::release(Hold& hold) {
+  auto& st = *hold.state();
+  {
+    std::unique_lock lock(mu_);
+    if (hold.released()) return false;
+    if (st.ended || st.lock->lost()) {
+      hold.set_released();
+      --st.holds;
+      return false;
+    }
+    if (st.holds > 1) {
+      hold.set_released();
+      --st.holds;
+      return true;
+    }
+    st.releasing = true;
+  }
+  bool was_held = false;
+  try {
+    was_held = backend_->release(*st.lock);
+  } catch (...) {
+    std::lock_guard lock(mu_);
+    st.releasing = false;
+    released_.notify_all();
+    throw;  // the hold stays; release() may be called again
+  }
+  {
+    std::lock_guard lock(mu_);
+    hold.set_released();
+    st.holds = 0;
+    st.releasing = false;
+    st.ended = true;
+    auto it = holds_.find({st.lock->name(), st.owner});
+    if (it != holds_.end() && it->second.get() == &st) holds_.erase(it);
+  }
+  released_.notify_all();
+  if (!was_held) st.lock->mark_lost();
+  return was_held;
+}
+
+void ProviderCore::extend(Hold& hold, milliseconds lease) {
+  if (lease.count() <= 0) invalid("lease must be > 0");
+  auto& st = *hold.state();
+  {
+    std::lock_guard lock(mu_);
+    if (hold.released() || st.ended || st.lock->lost()) {
+      throw Error(ErrorCode::not_held, "lease of '" + st.lock->name() + "' is no longer held");
+    }
+  }
+  Clock::time_point sent = Clock::now();
+  spi::HeldLock* locks[] = {st.lock.get()};
+  spi::RenewStatus status[] = {spi::RenewStatus::failed};
+  backend_->extend_many(locks, lease, status);
+  switch (status[0]) {
+    case spi::RenewStatus::renewed:
+      scheduler_.stop_renewing(st);
+      if (caps_.liveness == Liveness::session) st.lock->set_expires_at(sent + lease);
+      return;
+    case spi::RenewStatus::not_held:
+      end(st);
+      throw Error(ErrorCode::not_held, "lease of '" + st.lock->name() + "' is no longer held");
+    case spi::RenewStatus::failed:
+      break;
+  }
+  throw Error(ErrorCode::unavailable, "could not extend the lease of '" + st.lock->name() +
+                                          "': the backend did not answer");
+}
+
+void ProviderCore::end(HoldState& state) noexcept {
+  {
+    std::lock_guard lock(mu_);
+    if (state.ended) return;
+    state.ended = true;
+  }
+  state.lock->mark_lost();
+  try {
+    backend_->release(*state.lock);  // owner-checked: never touches another holder
+  } catch (...) {
+    // The lease expires or the session ends on its own.
+  }
+}
+
+void end_hold(HoldState& state) noexcept { state.core->end(state); }
+
+}  // namespace dlock::detail

@@ -1,0 +1,54 @@
+// ProviderCore: the provider logic written once for every backend. Private to the core.
+#pragma once
+
+#include <atomic>
+#include <condition_variable>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <utility>
+
+#include "dlock/lease.h"
+#include "dlock/spi/backend.h"
+#include "dlock/wait.h"
+#include "hold.h"
+#include "scheduler.h"
+
+namespace dlock::detail {
+
+// Thread-safe. Owned by the provider and by every live HoldState.
+class ProviderCore : public std::enable_shared_from_this<ProviderCore> {
+ public:
+  explicit ProviderCore(std::shared_ptr<spi::Backend> backend);
+
+  const Capabilities& capabilities() const noexcept { return caps_; }
+  std::optional<Lease> try_acquire(std::string_view name, LockMode mode, Wait wait,
+                                   const AcquireOptions& options);
+  // Lease::release / Lease::extend / ~Lease.
+  bool release(Hold& hold);
+  void extend(Hold& hold, std::chrono::milliseconds lease);
+  // The scheduler gives up on a hold: ends it so that no Lease of it releases again.
+  void end(HoldState& state) noexcept;
+
+ private:
+  using Key = std::pair<std::string, std::string>;  // (name, owner)
+
+  void validate(std::string_view name, LockMode mode, const AcquireOptions& options) const;
+  // Re-entry by an owner that already holds the name; nullopt if it holds nothing usable.
+  std::optional<Lease> reenter(const Key& key, LockMode mode, Clock::time_point deadline);
+
+  std::shared_ptr<spi::Backend> backend_;
+  const Capabilities caps_;
+  const std::string client_id_;
+  std::atomic<std::uint64_t> next_seq_{1};
+
+  std::mutex mu_;
+  std::condition_variable released_;          // a releasing HoldState finished
+  std::map<Key, std::shared_ptr<HoldState>> holds_;  // guarded by mu_
+
+  Scheduler scheduler_;  // last: stopped first
+};
+
+}  // namespace dlock::detail

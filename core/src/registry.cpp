@@ -1,0 +1,66 @@
+#include <map>
+#include <mutex>
+
+#include "dlock/error.h"
+#include "dlock/open.h"
+
+namespace dlock {
+namespace {
+
+struct Registry {
+  std::mutex mu;
+  std::map<std::string, ProviderFactory> factories;
+};
+
+// A function-local static: backends register from static initializers of other TUs.
+Registry& registry() {
+  static Registry r;
+  return r;
+}
+
+std::vector<std::string> schemes_locked(const Registry& r) {
+  std::vector<std::string> out;
+  for (const auto& [scheme, factory] : r.factories) out.push_back(scheme);
+  return out;
+}
+
+std::string join(const std::vector<std::string>& v) {
+  std::string out;
+  for (const auto& s : v) out += (out.empty() ? "" : ", ") + s + "://";
+  return out.empty() ? "(none)" : out;
+}
+
+}  // namespace
+
+void register_scheme(std::string scheme, ProviderFactory factory) {
+  auto& r = registry();
+  std::lock_guard lock(r.mu);
+  if (!r.factories.emplace(scheme, std::move(factory)).second) {
+    throw Error(ErrorCode::invalid_argument, "scheme '" + scheme + "' is already registered");
+  }
+}
+
+std::vector<std::string> registered_schemes() {
+  auto& r = registry();
+  std::lock_guard lock(r.mu);
+  return schemes_locked(r);
+}
+
+std::shared_ptr<ILockProvider> open(std::string_view text) {
+  Uri uri = Uri::parse(text);
+  ProviderFactory factory;
+  {
+    auto& r = registry();
+    std::lock_guard lock(r.mu);
+    auto it = r.factories.find(uri.scheme);
+    if (it == r.factories.end()) {
+      throw Error(ErrorCode::invalid_argument, "unknown scheme '" + uri.scheme + "' in " +
+                                                   uri.redacted() + "; compiled in: " +
+                                                   join(schemes_locked(r)));
+    }
+    factory = it->second;
+  }
+  return factory(uri);
+}
+
+}  // namespace dlock

@@ -1,0 +1,239 @@
+// Uri parsing on uriparser. The authority may list several comma-separated hosts, which
+// RFC 3986 does not allow: it is split by hand and each host checked on its own.
+#include "dlock/uri.h"
+
+#include <uriparser/Uri.h>
+
+#include <algorithm>
+#include <cctype>
+#include <memory>
+
+#include "dlock/duration.h"
+#include "dlock/error.h"
+
+namespace dlock {
+namespace {
+
+[[noreturn]] void bad(std::string_view text, const std::string& why) {
+  throw Error(ErrorCode::invalid_argument, "bad URI '" + redact_uri(text) + "': " + why);
+}
+
+std::string range(const UriTextRangeA& r) {
+  return r.first == nullptr ? std::string() : std::string(r.first, r.afterLast);
+}
+
+std::string decode(std::string s, std::string_view text) {
+  for (std::size_t i = 0; i < s.size(); ++i) {
+    if (s[i] == '%' && (i + 2 >= s.size() || !std::isxdigit(static_cast<unsigned char>(s[i + 1])) ||
+                        !std::isxdigit(static_cast<unsigned char>(s[i + 2])))) {
+      bad(text, "bad percent-encoding");
+    }
+  }
+  s.push_back('\0');
+  const char* end = uriUnescapeInPlaceA(s.data());
+  s.resize(static_cast<std::size_t>(end - s.data()));
+  return s;
+}
+
+struct ParsedUri {
+  UriUriA uri{};
+  bool ok = false;
+  ~ParsedUri() {
+    if (ok) uriFreeUriMembersA(&uri);
+  }
+};
+
+std::uint16_t parse_port(const std::string& port, std::string_view text) {
+  if (port.empty()) return 0;
+  if (port.size() > 5 || !std::all_of(port.begin(), port.end(), ::isdigit)) {
+    bad(text, "bad port '" + port + "' (want 1..65535)");
+  }
+  int p = std::stoi(port);
+  if (p < 1 || p > 65535) bad(text, "bad port '" + port + "' (want 1..65535)");
+  return static_cast<std::uint16_t>(p);
+}
+
+HostPort parse_host(std::string_view host, std::string_view text) {
+  if (host.empty()) bad(text, "empty host in the host list");
+  std::string probe = "x://" + std::string(host);
+  ParsedUri p;
+  const char* err = nullptr;
+  if (uriParseSingleUriA(&p.uri, probe.c_str(), &err) != URI_SUCCESS) {
+    p.ok = false;
+    bad(text, "bad host '" + std::string(host) + "'");
+  }
+  p.ok = true;
+  if (p.uri.userInfo.first || p.uri.pathHead || p.uri.query.first) {
+    bad(text, "bad host '" + std::string(host) + "'");
+  }
+  return HostPort{decode(range(p.uri.hostText), text), parse_port(range(p.uri.portText), text)};
+}
+
+}  // namespace
+
+std::string redact_uri(std::string_view text) {
+  std::string s(text);
+  std::size_t start = s.find("://");
+  start = start == std::string::npos ? 0 : start + 3;
+  std::size_t end = s.find_first_of("/?#", start);
+  if (end == std::string::npos) end = s.size();
+  std::size_t at = s.rfind('@', end);
+  if (at == std::string::npos || at < start) return s;
+  std::size_t colon = s.find(':', start);
+  if (start == 0) return "***" + s.substr(at);  // no scheme: cannot tell user from password
+  if (colon == std::string::npos || colon > at) return s;
+  return s.substr(0, colon + 1) + "***" + s.substr(at);
+}
+
+Uri Uri::parse(std::string_view text) {
+  std::string s(text);
+  if (s.find('\0') != std::string::npos) bad(text, "contains a NUL byte");
+  std::size_t sep = s.find("://");
+  if (sep == std::string::npos || sep == 0) bad(text, "no scheme (want scheme://…)");
+
+  // Split a multi-host authority by hand; uriparser then sees only the first host.
+  std::size_t auth_begin = sep + 3;
+  std::size_t auth_end = s.find_first_of("/?#", auth_begin);
+  if (auth_end == std::string::npos) auth_end = s.size();
+  std::size_t at = s.rfind('@', auth_end);
+  std::size_t hosts_begin = (at != std::string::npos && at >= auth_begin) ? at + 1 : auth_begin;
+  std::string host_list = s.substr(hosts_begin, auth_end - hosts_begin);
+  std::vector<std::string> extra_hosts;
+  if (std::size_t comma = host_list.find(','); comma != std::string::npos) {
+    std::string rest = host_list.substr(comma + 1);
+    host_list.resize(comma);
+    std::size_t pos = 0;
+    while (true) {
+      std::size_t next = rest.find(',', pos);
+      extra_hosts.push_back(rest.substr(pos, next - pos));
+      if (next == std::string::npos) break;
+      pos = next + 1;
+    }
+    if (host_list.empty()) bad(text, "empty host in the host list");
+    s = s.substr(0, hosts_begin) + host_list + s.substr(auth_end);
+  }
+
+  ParsedUri p;
+  const char* err = nullptr;
+  if (uriParseSingleUriA(&p.uri, s.c_str(), &err) != URI_SUCCESS) {
+    bad(text, "malformed near position " + std::to_string(err ? err - s.c_str() : 0));
+  }
+  p.ok = true;
+  if (p.uri.fragment.first) bad(text, "a fragment (#…) is not allowed");
+
+  Uri u;
+  u.scheme = range(p.uri.scheme);
+  std::transform(u.scheme.begin(), u.scheme.end(), u.scheme.begin(),
+                 [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+  std::string userinfo = range(p.uri.userInfo);
+  if (!userinfo.empty()) {
+    std::size_t colon = userinfo.find(':');
+    u.user = decode(userinfo.substr(0, colon), text);
+    if (colon != std::string::npos) u.password = decode(userinfo.substr(colon + 1), text);
+  }
+  std::string host = range(p.uri.hostText);
+  if (!host.empty() || p.uri.portText.first) {
+    if (host.empty()) bad(text, "a port without a host");
+    u.hosts.push_back({decode(host, text), parse_port(range(p.uri.portText), text)});
+  }
+  for (const auto& h : extra_hosts) u.hosts.push_back(parse_host(h, text));
+  for (auto* seg = p.uri.pathHead; seg; seg = seg->next) {
+    u.path += "/" + decode(range(seg->text), text);
+  }
+  if (p.uri.query.first && p.uri.query.first != p.uri.query.afterLast) {
+    UriQueryListA* list = nullptr;
+    int count = 0;
+    if (uriDissectQueryMallocExA(&list, &count, p.uri.query.first, p.uri.query.afterLast, URI_FALSE,
+                                 URI_BR_DONT_TOUCH) != URI_SUCCESS) {
+      bad(text, "malformed query");
+    }
+    std::unique_ptr<UriQueryListA, void (*)(UriQueryListA*)> owner(list, uriFreeQueryListA);
+    for (auto* q = list; q; q = q->next) {
+      std::string key = q->key ? q->key : "";
+      if (key.empty()) bad(text, "empty parameter name");
+      for (const auto& [k, v] : u.params) {
+        if (k == key) bad(text, "parameter '" + key + "' given twice");
+      }
+      u.params.emplace_back(key, q->value ? q->value : "");
+    }
+  }
+  return u;
+}
+
+std::string Uri::redacted() const {
+  std::string out = scheme + "://";
+  if (!user.empty() || password) out += user + (password ? ":***" : "") + "@";
+  for (std::size_t i = 0; i < hosts.size(); ++i) {
+    if (i) out += ",";
+    bool v6 = hosts[i].host.find(':') != std::string::npos;
+    out += v6 ? "[" + hosts[i].host + "]" : hosts[i].host;
+    if (hosts[i].port) out += ":" + std::to_string(hosts[i].port);
+  }
+  out += path;
+  for (std::size_t i = 0; i < params.size(); ++i) {
+    const auto& [key, value] = params[i];
+    bool secret = key.find("pass") != std::string::npos || key.find("secret") != std::string::npos ||
+                  key.find("token") != std::string::npos;
+    out += (i ? "&" : "?") + key + "=" + (secret ? "***" : value);
+  }
+  return out;
+}
+
+UriParams::UriParams(const Uri& uri) : redacted_(uri.redacted()), left_(uri.params) {}
+
+std::optional<std::string> UriParams::take_string(std::string_view key) {
+  for (auto it = left_.begin(); it != left_.end(); ++it) {
+    if (it->first == key) {
+      std::string v = std::move(it->second);
+      left_.erase(it);
+      return v;
+    }
+  }
+  return std::nullopt;
+}
+
+std::optional<std::chrono::milliseconds> UriParams::take_duration(std::string_view key) {
+  auto v = take_string(key);
+  if (!v) return std::nullopt;
+  try {
+    auto d = parse_duration(*v);
+    if (d.count() <= 0) throw Error(ErrorCode::invalid_argument, "must be > 0");
+    return d;
+  } catch (const Error& e) {
+    throw Error(ErrorCode::invalid_argument,
+                "bad URI '" + redacted_ + "': parameter " + std::string(key) + ": " + e.message());
+  }
+}
+
+std::optional<bool> UriParams::take_bool(std::string_view key) {
+  auto v = take_string(key);
+  if (!v) return std::nullopt;
+  if (*v == "true" || *v == "1" || *v == "yes" || *v == "on") return true;
+  if (*v == "false" || *v == "0" || *v == "no" || *v == "off") return false;
+  throw Error(ErrorCode::invalid_argument, "bad URI '" + redacted_ + "': parameter " +
+                                               std::string(key) + " wants true or false, not '" + *v + "'");
+}
+
+std::optional<std::uint64_t> UriParams::take_uint(std::string_view key, std::uint64_t min,
+                                                  std::uint64_t max) {
+  auto v = take_string(key);
+  if (!v) return std::nullopt;
+  bool digits = !v->empty() && v->size() <= 19 && std::all_of(v->begin(), v->end(), ::isdigit);
+  std::uint64_t n = digits ? std::stoull(*v) : 0;
+  if (!digits || n < min || n > max) {
+    throw Error(ErrorCode::invalid_argument,
+                "bad URI '" + redacted_ + "': parameter " + std::string(key) + " wants a number in " +
+                    std::to_string(min) + ".." + std::to_string(max) + ", not '" + *v + "'");
+  }
+  return n;
+}
+
+void UriParams::finish() const {
+  if (left_.empty()) return;
+  std::string names;
+  for (const auto& [k, v] : left_) names += (names.empty() ? "" : ", ") + k;
+  throw Error(ErrorCode::invalid_argument,
+              "bad URI '" + redacted_ + "': unknown parameter" + (left_.size() > 1 ? "s " : " ") + names);
+}
+
+}  // namespace dlock
