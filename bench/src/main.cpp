@@ -1,0 +1,111 @@
+// dlock-bench: measures one lock service in one run against its floor and prints a table.
+// See bench/README.md.
+#include <fstream>
+#include <iostream>
+#include <memory>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "args.h"
+#include "contender.h"
+#include "dlock/error.h"
+#include "dlock/open.h"
+#include "dlock/uri.h"
+#include "floor.h"
+#include "peers.h"
+#include "report.h"
+#include "sections.h"
+
+namespace {
+
+using namespace dlock_bench;
+
+// Runs one section, turning its failure into a reported error so the others still run.
+template <class F>
+void section(Report& report, const std::string& id, const std::string& title, F&& f) {
+  std::cerr << "dlock-bench: (" << id << ") " << title << "...\n";
+  try {
+    f();
+  } catch (const std::exception& e) {
+    report.add_error(id, e.what());
+  }
+}
+
+int run(const Settings& s) {
+  dlock::Uri uri;
+  try {
+    uri = dlock::Uri::parse(s.uri);
+  } catch (const dlock::Error& e) {
+    std::cerr << "dlock-bench: " << e.what() << "\n";
+    return 2;
+  }
+  Report report(uri.redacted(), uri.scheme, s.quick);
+  std::shared_ptr<dlock::ILockProvider> provider;
+  try {
+    provider = dlock::open(s.uri);
+  } catch (const std::exception& e) {
+    std::cerr << "dlock-bench: cannot open " << uri.redacted() << ": " << e.what() << "\n";
+    return 1;
+  }
+  auto wants = [&](char c) { return s.sections.find(c) != std::string::npos; };
+
+  Floor floor;
+  if (wants('a')) {
+    section(report, "a", "floor", [&] { floor = measure_floor(uri, s); });
+    section(report, "a", "uncontended acquire + release", [&] { run_uncontended(*provider, floor, s, report); });
+    if (s.peers) section(report, "a", "peer libraries", [&] { run_peers(uri, s, report); });
+  }
+  if (wants('b')) {
+    std::optional<double> ping;
+    if (floor.ping) ping = floor.ping->p50_us();
+    if (!ping && uri.scheme == "redis") {
+      // (b) alone still needs its PING of the same run.
+      section(report, "b", "PING floor", [&] {
+        Settings quick_ping = s;
+        quick_ping.iterations = std::min(s.iterations, 2000);
+        Floor f = measure_floor(uri, quick_ping);
+        if (f.ping) ping = f.ping->p50_us();
+      });
+    }
+    section(report, "b", "contended handoff", [&] { run_contended(s.uri, provider, ping, s, report); });
+  }
+  if (wants('c')) section(report, "c", "re-entry", [&] { run_reentry(*provider, s, report); });
+  provider.reset();  // (d) counts server commands: nothing else of ours may talk meanwhile
+  if (wants('d')) section(report, "d", "watchdog", [&] { run_watchdog(s.uri, s, report); });
+
+  report.print_markdown(std::cout);
+  if (s.json_path) {
+    std::ofstream out(*s.json_path);
+    report.write_json(out);
+    if (!out) {
+      std::cerr << "dlock-bench: cannot write " << *s.json_path << "\n";
+      return 1;
+    }
+  }
+  if (report.has_errors()) return 1;
+  return s.strict && report.has_misses() ? 1 : 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  ParsedArgs parsed;
+  try {
+    parsed = parse_args(std::vector<std::string>(argv + 1, argv + argc));
+  } catch (const std::exception& e) {
+    std::cerr << "dlock-bench: " << e.what() << "\n\n" << usage();
+    return 2;
+  }
+  if (parsed.help) {
+    std::cout << usage();
+    return 0;
+  }
+  if (parsed.worker) return worker_main(*parsed.worker);
+  try {
+    return run(*parsed.settings);
+  } catch (const std::exception& e) {
+    std::cerr << "dlock-bench: " << e.what() << "\n";
+    return 1;
+  }
+}

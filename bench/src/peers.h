@@ -1,0 +1,15 @@
+// Peer libraries measured next to dlock for a side-by-side line (optional: a peer that is
+// not installed is noted, not an error).
+#pragma once
+
+#include "args.h"
+#include "dlock/uri.h"
+#include "report.h"
+
+namespace dlock_bench {
+
+// redis:// — redis-py's Lock (uncontended acquire + release) through /usr/bin/python3.
+// Other schemes: nothing yet.
+void run_peers(const dlock::Uri& uri, const Settings& settings, Report& report);
+
+}  // namespace dlock_bench

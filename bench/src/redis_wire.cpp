@@ -1,0 +1,119 @@
+#include "redis_wire.h"
+
+#include <hiredis/hiredis.h>
+
+#include <stdexcept>
+
+namespace dlock_bench {
+
+void ReplyDeleter::operator()(redisReply* r) const noexcept { freeReplyObject(r); }
+
+namespace {
+
+timeval to_timeval(std::chrono::milliseconds d) {
+  timeval tv{};
+  tv.tv_sec = static_cast<time_t>(d.count() / 1000);
+  tv.tv_usec = static_cast<suseconds_t>((d.count() % 1000) * 1000);
+  return tv;
+}
+
+}  // namespace
+
+RedisWire::RedisWire(const dlock::Uri& uri, std::chrono::milliseconds timeout) {
+  std::string host = uri.hosts.empty() || uri.hosts[0].host.empty() ? "127.0.0.1" : uri.hosts[0].host;
+  int port = uri.hosts.empty() || uri.hosts[0].port == 0 ? 6379 : uri.hosts[0].port;
+  where_ = host + ":" + std::to_string(port);
+  ctx_ = redisConnectWithTimeout(host.c_str(), port, to_timeval(timeout));
+  if (ctx_ == nullptr || ctx_->err) {
+    std::string why = ctx_ ? ctx_->errstr : "out of memory";
+    if (ctx_) redisFree(ctx_);
+    ctx_ = nullptr;
+    throw std::runtime_error("redis " + where_ + ": cannot connect: " + why);
+  }
+  // The connect timeout does not cover reads.
+  redisSetTimeout(ctx_, to_timeval(timeout));
+  if (uri.password) {
+    if (uri.user.empty()) {
+      command_ok({"AUTH", *uri.password});
+    } else {
+      command_ok({"AUTH", uri.user, *uri.password});
+    }
+  }
+  if (uri.path.size() > 1) command_ok({"SELECT", std::string_view(uri.path).substr(1)});
+}
+
+RedisWire::~RedisWire() {
+  if (ctx_) redisFree(ctx_);
+}
+
+ReplyPtr RedisWire::command(const std::vector<std::string_view>& argv) {
+  std::vector<const char*> ptrs;
+  std::vector<size_t> lens;
+  ptrs.reserve(argv.size());
+  lens.reserve(argv.size());
+  for (auto a : argv) {
+    ptrs.push_back(a.data());
+    lens.push_back(a.size());
+  }
+  auto* reply = static_cast<redisReply*>(
+      redisCommandArgv(ctx_, static_cast<int>(argv.size()), ptrs.data(), lens.data()));
+  if (reply == nullptr) {
+    throw std::runtime_error("redis " + where_ + ": " + (ctx_->err ? ctx_->errstr : "no reply"));
+  }
+  return ReplyPtr(reply);
+}
+
+ReplyPtr RedisWire::command_ok(const std::vector<std::string_view>& argv) {
+  ReplyPtr r = command(argv);
+  if (r->type == REDIS_REPLY_ERROR || r->type == REDIS_REPLY_NIL) {
+    // The command name only: arguments may hold a password (AUTH).
+    std::string what = r->type == REDIS_REPLY_NIL ? "nil reply" : std::string(r->str, r->len);
+    throw std::runtime_error("redis " + where_ + ": " + std::string(argv.at(0)) + ": " + what);
+  }
+  return r;
+}
+
+std::map<std::string, std::string> RedisWire::info(std::string_view section) {
+  ReplyPtr r = command_ok({"INFO", section});
+  std::map<std::string, std::string> out;
+  std::string_view text(r->str, r->len);
+  while (!text.empty()) {
+    auto eol = text.find('\n');
+    std::string_view line = text.substr(0, eol);
+    text = eol == std::string_view::npos ? std::string_view{} : text.substr(eol + 1);
+    if (!line.empty() && line.back() == '\r') line.remove_suffix(1);
+    auto colon = line.find(':');
+    if (line.empty() || line[0] == '#' || colon == std::string_view::npos) continue;
+    out.emplace(std::string(line.substr(0, colon)), std::string(line.substr(colon + 1)));
+  }
+  return out;
+}
+
+namespace {
+
+// "calls=12,usec=34,..." -> 12.
+std::uint64_t calls_of(const std::map<std::string, std::string>& stats, const std::string& cmd) {
+  auto it = stats.find("cmdstat_" + cmd);
+  if (it == stats.end()) return 0;
+  const std::string& v = it->second;
+  auto pos = v.find("calls=");
+  if (pos == std::string::npos) return 0;
+  return std::stoull(v.substr(pos + 6));
+}
+
+}  // namespace
+
+CommandCounts read_command_counts(RedisWire& wire) {
+  CommandCounts c;
+  auto cmd = wire.info("commandstats");
+  for (const char* s : {"eval", "evalsha", "eval_ro", "evalsha_ro", "fcall", "fcall_ro"})
+    c.scripts += calls_of(cmd, s);
+  c.info = calls_of(cmd, "info");
+  auto stats = wire.info("stats");
+  auto it = stats.find("total_commands_processed");
+  if (it == stats.end()) throw std::runtime_error("INFO stats has no total_commands_processed");
+  c.total = std::stoull(it->second);
+  return c;
+}
+
+}  // namespace dlock_bench

@@ -1,0 +1,57 @@
+// A raw hiredis connection for the floor and for reading the server's counters. It bypasses
+// dlock entirely: it is what dlock is measured against.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "dlock/uri.h"
+
+struct redisContext;
+struct redisReply;
+
+namespace dlock_bench {
+
+struct ReplyDeleter {
+  void operator()(redisReply* r) const noexcept;
+};
+using ReplyPtr = std::unique_ptr<redisReply, ReplyDeleter>;
+
+// One blocking connection. Not thread-safe. Errors throw std::runtime_error whose message
+// names the host and port, never the password.
+class RedisWire {
+ public:
+  // Connects to the host and port of a redis:// URI, AUTHs with its user/password and
+  // SELECTs its database (the path, e.g. "/0").
+  explicit RedisWire(const dlock::Uri& uri, std::chrono::milliseconds timeout = std::chrono::seconds(5));
+  ~RedisWire();
+  RedisWire(const RedisWire&) = delete;
+  RedisWire& operator=(const RedisWire&) = delete;
+
+  // Sends one command and reads its reply; an error reply is returned, not thrown.
+  ReplyPtr command(const std::vector<std::string_view>& argv);
+  // As command(), but throws unless the reply is a status "OK"/"PONG" or an integer/string.
+  ReplyPtr command_ok(const std::vector<std::string_view>& argv);
+
+  // INFO <section> parsed into key -> value lines.
+  std::map<std::string, std::string> info(std::string_view section);
+
+ private:
+  std::string where_;
+  redisContext* ctx_ = nullptr;
+};
+
+// Redis's own count of the commands it ran: for round trips per renewal tick.
+struct CommandCounts {
+  std::uint64_t total = 0;    // INFO stats total_commands_processed
+  std::uint64_t scripts = 0;  // calls of eval, evalsha, eval_ro, evalsha_ro, fcall, fcall_ro
+  std::uint64_t info = 0;     // calls of INFO (ours, to subtract)
+};
+CommandCounts read_command_counts(RedisWire& wire);
+
+}  // namespace dlock_bench

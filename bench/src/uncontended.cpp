@@ -1,0 +1,76 @@
+// (a) dlock's uncontended acquire + release next to the floor, and (c) re-entry.
+#include <unistd.h>
+
+#include <stdexcept>
+
+#include "loop.h"
+#include "sections.h"
+
+namespace dlock_bench {
+
+std::string bench_name(const std::string& purpose) {
+  return "dlock-bench/" + std::to_string(getpid()) + "/" + purpose;
+}
+
+namespace {
+
+Row latency_row(std::string section, std::string what, Samples& s) {
+  Row r;
+  r.section = std::move(section);
+  r.what = std::move(what);
+  r.p50_us = s.p50_us();
+  r.p99_us = s.p99_us();
+  r.other = fmt_count(static_cast<double>(s.size())) + " iterations";
+  r.metrics = {{"p50_us", *r.p50_us}, {"p99_us", *r.p99_us}, {"iterations", static_cast<double>(s.size())}};
+  return r;
+}
+
+}  // namespace
+
+void run_uncontended(dlock::ILockProvider& provider, Floor& floor, const Settings& settings, Report& report) {
+  if (floor.ping) report.add(latency_row("a", floor.ping_label, *floor.ping));
+  if (floor.lock) report.add(latency_row("a", floor.lock_label, *floor.lock));
+
+  const std::string name = bench_name("uncontended");
+  Samples s = time_loop(settings.warmup, settings.iterations, settings.loop_cap, [&] {
+    std::optional<dlock::Lease> lease = provider.try_lock(name);
+    if (!lease) throw std::runtime_error("uncontended try_lock found '" + name + "' busy");
+    if (!lease->release()) throw std::runtime_error("uncontended release reported not held");
+  });
+  Row r = latency_row("a", "dlock try_lock + release (uncontended)", s);
+  if (floor.lock) {
+    double ratio = *r.p50_us / floor.lock->p50_us();
+    r.versus = fmt_fixed(ratio, 2) + " x floor";
+    r.metrics.emplace_back("ratio_to_floor_p50", ratio);
+    if (floor.wire) {
+      r.target = "p50 <= 1.10 x floor p50";
+      r.verdict = ratio <= 1.10 ? Verdict::pass : Verdict::miss;
+    }
+  }
+  report.add(std::move(r));
+}
+
+void run_reentry(dlock::ILockProvider& provider, const Settings& settings, Report& report) {
+  if (!provider.capabilities().reentrant) {
+    Row r;
+    r.section = "c";
+    r.what = "dlock re-entry";
+    r.other = "provider is not reentrant";
+    r.verdict = Verdict::na;
+    report.add(std::move(r));
+    return;
+  }
+  const std::string name = bench_name("reentry");
+  std::optional<dlock::Lease> outer = provider.try_lock(name);
+  if (!outer) throw std::runtime_error("re-entry: first try_lock found '" + name + "' busy");
+  Samples s = time_loop(settings.warmup, settings.iterations, settings.loop_cap, [&] {
+    std::optional<dlock::Lease> inner = provider.try_lock(name);
+    if (!inner) throw std::runtime_error("re-entry: the holder could not acquire again");
+    if (!inner->release()) throw std::runtime_error("re-entry: inner release reported not held");
+  });
+  if (!outer->held()) throw std::runtime_error("re-entry: the outer hold was lost");
+  outer->release();
+  report.add(latency_row("c", "dlock re-acquire + release by the holder", s));
+}
+
+}  // namespace dlock_bench

@@ -1,0 +1,169 @@
+// (d) the watchdog holding many leases: what one renewal tick costs in round trips and CPU.
+#include <stdexcept>
+#include <thread>
+#include <vector>
+
+#include "clock.h"
+#include "dlock/duration.h"
+#include "dlock/error.h"
+#include "dlock/open.h"
+#include "redis_wire.h"
+#include "sections.h"
+
+namespace dlock_bench {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+using std::chrono::milliseconds;
+
+bool has_param(const dlock::Uri& u, std::string_view key) {
+  for (const auto& [k, v] : u.params)
+    if (k == key) return true;
+  return false;
+}
+
+// Opens `uri` with a short default lease (lease=…) so renewal ticks come often, when the
+// backend accepts the parameter; otherwise as given.
+std::shared_ptr<dlock::ILockProvider> open_short_lease(const std::string& uri, const dlock::Uri& parsed,
+                                                       milliseconds lease, Report& report) {
+  if (!has_param(parsed, "lease")) {
+    std::string with = uri + (uri.find('?') == std::string::npos ? "?" : "&") + "lease=" +
+                       dlock::format_duration(lease);
+    try {
+      return dlock::open(with);
+    } catch (const dlock::Error& e) {
+      if (e.code() != dlock::ErrorCode::invalid_argument) throw;
+      report.add_note("(d) the URI takes no lease= parameter; the provider's default lease is used");
+    }
+  }
+  return dlock::open(uri);
+}
+
+struct Counts {
+  std::optional<CommandCounts> redis;
+  double cpu = 0;
+  std::uint64_t ns = 0;
+};
+
+Counts snapshot(RedisWire* wire) {
+  Counts c;
+  if (wire) c.redis = read_command_counts(*wire);
+  c.cpu = process_cpu_seconds();
+  c.ns = mono_ns();
+  return c;
+}
+
+}  // namespace
+
+void run_watchdog(const std::string& uri, const Settings& settings, Report& report) {
+  const dlock::Uri parsed = dlock::Uri::parse(uri);
+  auto provider = open_short_lease(uri, parsed, settings.watchdog_lease, report);
+  const milliseconds lease = provider->capabilities().default_lease;
+  const milliseconds tick = std::max(milliseconds(1), lease / 3);
+  const std::string what = "watchdog renewal tick, " + fmt_count(settings.leases) + " leases";
+  if (tick > settings.watchdog_cap) {
+    Row r;
+    r.section = "d";
+    r.what = what;
+    r.other = "tick " + dlock::format_duration(tick) + " is longer than this run's budget";
+    r.verdict = Verdict::na;
+    report.add(std::move(r));
+    return;
+  }
+  const int ticks = std::max<int>(1, std::min<int>(settings.watchdog_ticks, static_cast<int>(settings.watchdog_cap / tick)));
+
+  std::unique_ptr<RedisWire> wire;
+  if (parsed.scheme == "redis") wire = std::make_unique<RedisWire>(parsed);
+
+  // Acquire every lease without an explicit lease time: the watchdog keeps them.
+  std::vector<dlock::Lease> leases;
+  leases.reserve(static_cast<std::size_t>(settings.leases));
+  const std::uint64_t a0 = mono_ns();
+  for (int i = 0; i < settings.leases; ++i) {
+    std::string name = bench_name("watchdog/" + std::to_string(i));
+    std::optional<dlock::Lease> l = provider->try_lock(name);
+    if (!l) throw std::runtime_error("watchdog: '" + name + "' was busy");
+    leases.push_back(std::move(*l));
+  }
+  const double acquire_s = static_cast<double>(mono_ns() - a0) / 1e9;
+  {
+    Row r;
+    r.section = "d";
+    r.what = "acquire " + fmt_count(settings.leases) + " distinct names (watchdog mode)";
+    r.other = fmt_fixed(acquire_s, 2) + " s, " + fmt_count(settings.leases / acquire_s) + " acquires/s";
+    r.metrics = {{"seconds", acquire_s}};
+    report.add(std::move(r));
+  }
+
+  // Measure whole ticks, counting renewals as each lease's expiry moves.
+  std::vector<Clock::time_point> seen;
+  seen.reserve(leases.size());
+  for (const auto& l : leases) seen.push_back(l.expires_at());
+  std::uint64_t renewals = 0;
+  const Counts c0 = snapshot(wire.get());
+  const std::uint64_t end = c0.ns + static_cast<std::uint64_t>((tick * ticks).count()) * 1'000'000;
+  const auto scan_every = std::max(milliseconds(1), tick / 20);
+  for (;;) {
+    std::this_thread::sleep_for(scan_every);
+    for (std::size_t i = 0; i < leases.size(); ++i) {
+      Clock::time_point e = leases[i].expires_at();
+      if (e != seen[i]) {
+        ++renewals;
+        seen[i] = e;
+      }
+    }
+    if (mono_ns() >= end) break;
+  }
+  const Counts c1 = snapshot(wire.get());
+  std::size_t lost = 0;
+  for (const auto& l : leases)
+    if (!l.held()) ++lost;
+
+  const double window_ticks = static_cast<double>(c1.ns - c0.ns) / 1e6 / static_cast<double>(tick.count());
+  const double cpu_ms_per_tick = (c1.cpu - c0.cpu) * 1000.0 / window_ticks;
+  const double expected = static_cast<double>(leases.size()) * window_ticks;
+  Row r;
+  r.section = "d";
+  r.what = what;
+  r.metrics = {{"tick_ms", static_cast<double>(tick.count())}, {"window_ticks", window_ticks},
+               {"renewals", static_cast<double>(renewals)}, {"expected_renewals", expected},
+               {"cpu_ms_per_tick", cpu_ms_per_tick}, {"lost", static_cast<double>(lost)}};
+  r.other = "tick " + dlock::format_duration(tick) + "; " + fmt_count(static_cast<double>(renewals)) +
+            " renewals seen (" + fmt_count(expected) + " expected) in " + fmt_fixed(window_ticks, 2) +
+            " ticks; CPU " + fmt_fixed(cpu_ms_per_tick, 2) + " ms/tick";
+  r.target = "<= 1 round trip per 100 leases";
+  if (c0.redis && c1.redis) {
+    // Our INFO calls are counted too; take them out.
+    const double commands = static_cast<double>((c1.redis->total - c0.redis->total) - (c1.redis->info - c0.redis->info));
+    const double scripts = static_cast<double>(c1.redis->scripts - c0.redis->scripts);
+    const double per100 = renewals ? commands / static_cast<double>(renewals) * 100.0 : commands;
+    r.other += "; " + fmt_fixed(commands / window_ticks, 1) + " commands/tick (" + fmt_fixed(scripts / window_ticks, 1) +
+               " scripts), server-wide";
+    r.versus = fmt_fixed(per100, 3) + " RT per 100 leases";
+    r.verdict = renewals > 0 && per100 <= 1.0 ? Verdict::pass : Verdict::miss;
+    r.metrics.emplace_back("commands_per_tick", commands / window_ticks);
+    r.metrics.emplace_back("scripts_per_tick", scripts / window_ticks);
+    r.metrics.emplace_back("round_trips_per_100_leases", per100);
+  } else {
+    r.versus = "round trips n/a";
+    r.verdict = Verdict::na;
+  }
+  if (lost) {
+    r.verdict = Verdict::fail;
+    r.other += "; " + std::to_string(lost) + " leases LOST";
+  }
+  report.add(std::move(r));
+
+  const std::uint64_t r0 = mono_ns();
+  for (auto& l : leases) l.release();
+  const double release_s = static_cast<double>(mono_ns() - r0) / 1e9;
+  Row rel;
+  rel.section = "d";
+  rel.what = "release " + fmt_count(settings.leases) + " leases";
+  rel.other = fmt_fixed(release_s, 2) + " s";
+  rel.metrics = {{"seconds", release_s}};
+  report.add(std::move(rel));
+}
+
+}  // namespace dlock_bench
