@@ -1,0 +1,147 @@
+#include "dir_watcher.h"
+
+#include <poll.h>
+#include <sys/eventfd.h>
+#include <sys/inotify.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdint>
+
+namespace dlock::file {
+namespace {
+
+constexpr std::uint32_t kMask =
+    IN_CLOSE_WRITE | IN_ATTRIB | IN_DELETE_SELF | IN_MOVE_SELF | IN_ONLYDIR;
+
+}  // namespace
+
+struct DirWatcher::Entry {
+  std::function<void()> wake;
+  std::atomic<bool> alive{true};
+  std::mutex calling;  // held while `wake` runs, so unregistering can wait for it
+};
+
+class DirWatcher::Registration : public spi::WaitRegistration {
+ public:
+  Registration(std::shared_ptr<DirWatcher> watcher, std::shared_ptr<Entry> entry,
+               std::chrono::milliseconds poll)
+      : watcher_(std::move(watcher)), entry_(std::move(entry)), poll_(poll) {}
+  ~Registration() override { watcher_->unregister(entry_); }
+  std::chrono::milliseconds fallback_poll() const noexcept override { return poll_; }
+
+ private:
+  std::shared_ptr<DirWatcher> watcher_;
+  std::shared_ptr<Entry> entry_;
+  std::chrono::milliseconds poll_;
+};
+
+DirWatcher::DirWatcher(std::string dir)
+    : dir_(std::move(dir)),
+      inotify_(::inotify_init1(IN_NONBLOCK | IN_CLOEXEC)),
+      stop_event_(::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC)) {
+  if (inotify_.valid()) healthy_ = add_watch();
+  if (inotify_.valid() && stop_event_.valid()) thread_ = std::thread([this] { run(); });
+  else healthy_ = false;
+}
+
+DirWatcher::~DirWatcher() {
+  if (thread_.joinable()) {
+    std::uint64_t one = 1;
+    while (::write(stop_event_.get(), &one, sizeof one) < 0 && errno == EINTR) {
+    }
+    thread_.join();
+  }
+}
+
+bool DirWatcher::add_watch() noexcept {
+  // Re-adding a watch for the same inode just updates it, so retrying is harmless.
+  return ::inotify_add_watch(inotify_.get(), dir_.c_str(), kMask) >= 0;
+}
+
+std::unique_ptr<spi::WaitRegistration> DirWatcher::watch(std::string file_name,
+                                                         std::function<void()> wake,
+                                                         std::chrono::milliseconds poll) {
+  auto entry = std::make_shared<Entry>();
+  entry->wake = std::move(wake);
+  {
+    std::lock_guard lock(mu_);
+    entries_.emplace(std::move(file_name), entry);
+  }
+  return std::make_unique<Registration>(shared_from_this(), std::move(entry), poll);
+}
+
+void DirWatcher::unregister(const std::shared_ptr<Entry>& entry) {
+  {
+    std::lock_guard lock(mu_);
+    for (auto it = entries_.begin(); it != entries_.end(); ++it) {
+      if (it->second == entry) {
+        entries_.erase(it);
+        break;
+      }
+    }
+  }
+  entry->alive = false;
+  // Wait for a wake() in progress; not on our own thread, where that call is the caller.
+  if (std::this_thread::get_id() != thread_.get_id()) std::lock_guard wait(entry->calling);
+}
+
+void DirWatcher::run() {
+  alignas(struct inotify_event) char buf[16 * 1024];
+  for (;;) {
+    struct pollfd fds[2] = {{inotify_.get(), POLLIN, 0}, {stop_event_.get(), POLLIN, 0}};
+    int timeout_ms = healthy_ ? -1 : 1000;
+    int n = ::poll(fds, 2, timeout_ms);
+    if (n < 0 && errno != EINTR) return;  // cannot happen with valid fds; waiters still poll
+    if (fds[1].revents != 0) return;
+    if (!healthy_ && add_watch()) {
+      healthy_ = true;
+      wake_matching(nullptr);  // events may have been missed while unwatched
+    }
+    if (n <= 0 || fds[0].revents == 0) continue;
+    for (;;) {
+      ssize_t len = ::read(inotify_.get(), buf, sizeof buf);
+      if (len <= 0) break;  // EAGAIN: drained
+      handle(buf, static_cast<std::size_t>(len));
+    }
+  }
+}
+
+void DirWatcher::handle(const char* buf, std::size_t len) {
+  for (std::size_t off = 0; off < len;) {
+    const auto* ev = reinterpret_cast<const struct inotify_event*>(buf + off);
+    off += sizeof(struct inotify_event) + ev->len;
+    if (ev->mask & (IN_Q_OVERFLOW | IN_IGNORED | IN_DELETE_SELF | IN_MOVE_SELF)) {
+      // Lost events or lost the watch itself: wake everyone; retry the watch if it is gone.
+      if (ev->mask & (IN_IGNORED | IN_DELETE_SELF | IN_MOVE_SELF)) healthy_ = false;
+      wake_matching(nullptr);
+    } else if (ev->len > 0) {
+      std::string name(ev->name);  // NUL-padded by the kernel
+      wake_matching(&name);
+    }
+  }
+}
+
+void DirWatcher::wake_matching(const std::string* name) {
+  std::vector<std::shared_ptr<Entry>> hit;
+  {
+    std::lock_guard lock(mu_);
+    if (name == nullptr) {
+      for (auto& [key, entry] : entries_) hit.push_back(entry);
+    } else {
+      auto [first, last] = entries_.equal_range(*name);
+      for (auto it = first; it != last; ++it) hit.push_back(it->second);
+    }
+  }
+  for (auto& entry : hit) {
+    std::lock_guard calling(entry->calling);
+    if (!entry->alive) continue;
+    try {
+      entry->wake();
+    } catch (...) {
+      // A wake function that throws must not end the watcher thread.
+    }
+  }
+}
+
+}  // namespace dlock::file

@@ -1,0 +1,70 @@
+// DirWatcher: push wake-ups for waiters, from inotify on the lock directory.
+//
+// A holder gives a lock back by unlocking and closing its descriptor, and the kernel closes
+// the descriptors of a process that dies; both raise IN_CLOSE_WRITE for the lock file
+// (lock files are always opened read-write). A writer that passes the gate touches the
+// file's times (IN_ATTRIB) so that those the gate kept out try again. A waiter registers
+// the file name it waits for; one thread per watcher reads the events and calls the matching waiters' wake
+// functions. Waiters keep their descriptor open between attempts, so a failed attempt
+// raises no event and waiters cannot wake each other in a loop.
+//
+// Thread safety: all methods may be called from any thread.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <unordered_map>
+#include <vector>
+
+#include "dlock/spi/backend.h"
+#include "unique_fd.h"
+
+namespace dlock::file {
+
+class DirWatcher : public std::enable_shared_from_this<DirWatcher> {
+ public:
+  // Starts watching `dir`. Never throws for inotify trouble: the watcher then reports
+  // unhealthy and waiters fall back to polling (the thread retries the watch every second).
+  explicit DirWatcher(std::string dir);
+  // Stops and joins the thread. REQUIRES: no registration of this watcher is still alive
+  // (registrations hold a shared_ptr to the watcher, so this holds by construction).
+  ~DirWatcher();
+  DirWatcher(const DirWatcher&) = delete;
+  DirWatcher& operator=(const DirWatcher&) = delete;
+
+  // Calls `wake` (from the watcher thread, possibly spuriously) whenever `file_name` in the
+  // directory is closed after writing or has its attributes changed, and on every event overflow or loss of the watch.
+  // Destroying the returned registration unregisters; after its destructor returns, `wake`
+  // is never called again (the destructor waits for a call in progress, unless it runs on
+  // the watcher thread itself). `poll` is what its fallback_poll() reports.
+  std::unique_ptr<spi::WaitRegistration> watch(std::string file_name, std::function<void()> wake,
+                                               std::chrono::milliseconds poll);
+
+  // True while inotify watches the directory.
+  bool healthy() const noexcept { return healthy_.load(); }
+
+ private:
+  struct Entry;
+  class Registration;
+
+  void run();
+  bool add_watch() noexcept;
+  void handle(const char* buf, std::size_t len);
+  void wake_matching(const std::string* name);  // nullptr: everyone
+  void unregister(const std::shared_ptr<Entry>& entry);
+
+  const std::string dir_;
+  UniqueFd inotify_;
+  UniqueFd stop_event_;
+  std::atomic<bool> healthy_{false};
+  std::mutex mu_;  // guards entries_
+  std::unordered_multimap<std::string, std::shared_ptr<Entry>> entries_;
+  std::thread thread_;
+};
+
+}  // namespace dlock::file

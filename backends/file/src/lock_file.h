@@ -1,0 +1,25 @@
+// Opening lock files and checking that a descriptor still is the file its path names.
+#pragma once
+
+#include <string>
+
+#include "unique_fd.h"
+
+namespace dlock::file {
+
+// Opens the lock file `path` read-write, creating it (mode 0600) if missing. Never follows
+// a symlink at the last component; refuses anything but a regular file. With `durable`, a
+// newly created file's directory entry is fsync()ed so the file (and its fencing counter)
+// survives a power loss. Throws Error(unavailable) on failure.
+UniqueFd open_lock_file(const std::string& dir, const std::string& path, bool durable);
+
+enum class Identity {
+  same,      // `path` names the file open on the descriptor
+  replaced,  // `path` is gone or names another file: locks on the descriptor guard nothing
+  unknown,   // could not tell (stat failed for another reason)
+};
+
+// Whether `fd` is still the file `path` names. Never throws.
+Identity identity(int fd, const std::string& path) noexcept;
+
+}  // namespace dlock::file

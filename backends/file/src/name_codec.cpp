@@ -1,0 +1,41 @@
+#include "name_codec.h"
+
+#include "sha256.h"
+
+namespace dlock::file {
+namespace {
+
+bool kept(unsigned char c) {
+  return (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '-' || c == '_' || c == '.';
+}
+
+}  // namespace
+
+std::string escape_name(std::string_view name) {
+  static constexpr char kHex[] = "0123456789abcdef";
+  std::string out;
+  out.reserve(name.size());
+  for (char ch : name) {
+    auto c = static_cast<unsigned char>(ch);
+    if (kept(c)) {
+      out += ch;
+    } else {
+      out += '%';
+      out += kHex[c >> 4];
+      out += kHex[c & 0xf];
+    }
+  }
+  return out;
+}
+
+std::string lock_file_name(std::string_view name) {
+  std::string escaped = escape_name(name);
+  if (escaped.size() <= kMaxPlainEncoding) return "n-" + escaped + ".lock";
+  // Cut the readable prefix at an escape boundary so it never ends in half an escape.
+  std::size_t cut = kHashedPrefix;
+  if (escaped[cut - 1] == '%') cut -= 1;
+  else if (escaped[cut - 2] == '%') cut -= 2;
+  return "h-" + escaped.substr(0, cut) + "-" + sha256_hex(name) + ".lock";
+}
+
+}  // namespace dlock::file

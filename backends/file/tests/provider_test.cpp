@@ -1,0 +1,203 @@
+// file:// through dlock::open in one process: URIs, exclusion between providers and owners,
+// shared/exclusive, writer preference, waiters leaving nothing behind, fencing.
+#include <sys/stat.h>
+
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <optional>
+#include <thread>
+
+#include "dlock/dlock.h"
+#include "temp_dir.h"
+#include "test_util.h"
+
+namespace dlock::file {
+namespace {
+
+using namespace std::chrono_literals;
+using testing::eventually;
+using testing::range_state;
+
+class FileProvider : public ::testing::Test {
+ protected:
+  std::shared_ptr<ILockProvider> open_provider(const std::string& query = "") {
+    return dlock::open(dir_.uri(query));
+  }
+  testing::TempDir dir_;
+};
+
+ErrorCode error_of(const std::string& uri) {
+  try {
+    dlock::open(uri);
+  } catch (const Error& e) {
+    return e.code();
+  }
+  return ErrorCode::internal;  // "no error" never matches what the tests expect
+}
+
+TEST_F(FileProvider, BadUrisAreInvalidArguments) {
+  EXPECT_EQ(error_of("file://host/tmp/x"), ErrorCode::invalid_argument);
+  EXPECT_EQ(error_of("file://relative/dir"), ErrorCode::invalid_argument);
+  EXPECT_EQ(error_of("file://"), ErrorCode::invalid_argument);
+  EXPECT_EQ(error_of(dir_.uri("bogus=1")), ErrorCode::invalid_argument);
+  EXPECT_EQ(error_of(dir_.uri("poll=fast")), ErrorCode::invalid_argument);
+  EXPECT_EQ(error_of(dir_.uri("fsync=maybe")), ErrorCode::invalid_argument);
+  std::string file = dir_.path() + "/plain";
+  { std::FILE* f = std::fopen(file.c_str(), "w"); std::fclose(f); }
+  EXPECT_EQ(error_of("file://" + file), ErrorCode::invalid_argument);
+  try {
+    dlock::open("file://somehost/x");
+  } catch (const Error& e) {
+    EXPECT_NE(e.message().find("file:///"), std::string::npos) << e.message();
+  }
+}
+
+TEST_F(FileProvider, CreatesTheDirectoryPrivately) {
+  std::string deep = dir_.path() + "/a/b/locks";
+  auto p = dlock::open("file://" + deep + "/?poll=50ms&fsync=false");
+  struct stat st {};
+  ASSERT_EQ(::stat(deep.c_str(), &st), 0);
+  EXPECT_TRUE(S_ISDIR(st.st_mode));
+  EXPECT_EQ(st.st_mode & 0777, 0700u);
+  const Capabilities& caps = p->capabilities();
+  EXPECT_TRUE(caps.read_write);
+  EXPECT_TRUE(caps.fencing);
+  EXPECT_TRUE(caps.push_wakeup);
+  EXPECT_FALSE(caps.fair);
+  EXPECT_EQ(caps.liveness, Liveness::session);
+  EXPECT_EQ(caps.max_name_bytes, 1024u);
+  EXPECT_EQ(p->uri(), "file://" + deep + "/?poll=50ms&fsync=false");
+}
+
+TEST_F(FileProvider, TwoProvidersExcludeEachOther) {
+  auto p1 = open_provider();
+  auto p2 = open_provider();
+  auto a = p1->try_lock("name");
+  ASSERT_TRUE(a);
+  EXPECT_FALSE(p2->try_lock("name"));
+  EXPECT_FALSE(p2->try_lock_shared("name"));
+  EXPECT_TRUE(p2->try_lock("other"));
+  EXPECT_TRUE(a->release());
+  EXPECT_FALSE(a->release());  // idempotent
+  EXPECT_TRUE(p2->try_lock("name"));
+}
+
+TEST_F(FileProvider, TwoOwnersOfOneProviderExcludeEachOther) {
+  auto p = open_provider();
+  AcquireOptions alice, bob;
+  alice.owner = "alice";
+  bob.owner = "bob";
+  auto a = p->try_lock("name", Wait::try_once(), alice);
+  ASSERT_TRUE(a);
+  EXPECT_FALSE(p->try_lock("name", Wait::try_once(), bob));
+  auto again = p->try_lock("name", Wait::try_once(), alice);  // re-entry
+  ASSERT_TRUE(again);
+  EXPECT_EQ(again->fencing_token(), a->fencing_token());
+  again->release();
+  EXPECT_FALSE(p->try_lock("name", Wait::try_once(), bob));
+  a->release();
+  EXPECT_TRUE(p->try_lock("name", Wait::try_once(), bob));
+}
+
+TEST_F(FileProvider, ReadersShareWritersExclude) {
+  auto p1 = open_provider(), p2 = open_provider(), p3 = open_provider();
+  auto r1 = p1->try_lock_shared("rw");
+  auto r2 = p2->try_lock_shared("rw");
+  ASSERT_TRUE(r1);
+  ASSERT_TRUE(r2);
+  EXPECT_NE(r1->fencing_token(), r2->fencing_token());
+  EXPECT_FALSE(p3->try_lock("rw"));
+  r1->release();
+  EXPECT_FALSE(p3->try_lock("rw"));
+  r2->release();
+  auto w = p3->try_lock("rw");
+  ASSERT_TRUE(w);
+  EXPECT_FALSE(p1->try_lock_shared("rw"));
+  EXPECT_FALSE(p2->try_lock("rw"));
+}
+
+TEST_F(FileProvider, AWaitingWriterBlocksNewReaders) {
+  auto p1 = open_provider(), p2 = open_provider(), p3 = open_provider();
+  auto r1 = p1->try_lock_shared("wp");
+  ASSERT_TRUE(r1);
+  std::optional<Lease> w;
+  std::thread writer([&] { w = p2->try_lock("wp", Wait::for_duration(10s)); });
+  // The writer is waiting once it holds the gate.
+  ASSERT_TRUE(eventually([&] { return range_state(dir_.path(), "wp", Range::gate) == F_WRLCK; }));
+  EXPECT_FALSE(p3->try_lock_shared("wp"));  // would starve the writer
+  EXPECT_FALSE(p3->try_lock_shared("wp", Wait::for_duration(50ms)));
+  r1->release();
+  writer.join();
+  ASSERT_TRUE(w && *w);
+  EXPECT_EQ(range_state(dir_.path(), "wp", Range::gate), F_UNLCK);  // dropped once held
+  EXPECT_EQ(range_state(dir_.path(), "wp", Range::main), F_WRLCK);
+}
+
+TEST_F(FileProvider, AWriterThatGivesUpLeavesNothingBehind) {
+  auto p1 = open_provider(), p2 = open_provider(), p3 = open_provider();
+  auto r1 = p1->try_lock_shared("gone");
+  ASSERT_TRUE(r1);
+  EXPECT_FALSE(p2->try_lock("gone", Wait::for_duration(100ms)));  // times out
+  EXPECT_EQ(range_state(dir_.path(), "gone", Range::gate), F_UNLCK);
+  EXPECT_TRUE(p3->try_lock_shared("gone"));
+
+  std::stop_source cancel;
+  AcquireOptions opts;
+  opts.cancel = cancel.get_token();
+  std::optional<Lease> w;
+  std::thread writer([&] { w = p2->try_lock("gone", Wait::forever(), opts); });
+  ASSERT_TRUE(eventually([&] { return range_state(dir_.path(), "gone", Range::gate) == F_WRLCK; }));
+  cancel.request_stop();
+  writer.join();
+  EXPECT_FALSE(w);
+  EXPECT_EQ(range_state(dir_.path(), "gone", Range::gate), F_UNLCK);
+  EXPECT_TRUE(p3->try_lock_shared("gone"));
+}
+
+TEST_F(FileProvider, FencingTokensStrictlyIncreaseAcrossHolders) {
+  auto p1 = open_provider(), p2 = open_provider();
+  std::uint64_t last = 0;
+  for (int i = 0; i < 20; ++i) {
+    auto& p = i % 2 ? p1 : p2;
+    auto lease = i % 3 ? p->try_lock("fence") : p->try_lock_shared("fence");
+    ASSERT_TRUE(lease);
+    EXPECT_GT(lease->fencing_token(), last);
+    last = lease->fencing_token();
+  }
+  // A fresh provider (a restarted client) continues above.
+  auto p3 = open_provider();
+  auto lease = p3->try_lock("fence");
+  ASSERT_TRUE(lease);
+  EXPECT_GT(lease->fencing_token(), last);
+}
+
+TEST_F(FileProvider, HostileNamesStayInsideTheDirectory) {
+  auto p = open_provider("fsync=false");
+  using namespace std::string_literals;
+  const std::string names[] = {"../escape", "/etc/passwd", "..", ".", "a/b", "\0"s, "\n",
+                               "CASE", "case", std::string(1024, '/')};
+  std::vector<Lease> held;
+  for (const auto& n : names) {
+    auto lease = p->try_lock(n);
+    ASSERT_TRUE(lease) << n;
+    held.push_back(std::move(*lease));
+  }
+  // "CASE" and "case" are different locks; everything landed as plain files in the dir.
+  std::size_t files = 0;
+  for (const auto& entry : std::filesystem::directory_iterator(dir_.path())) {
+    EXPECT_TRUE(entry.is_regular_file()) << entry.path();
+    ++files;
+  }
+  EXPECT_EQ(files, std::size(names));
+  EXPECT_FALSE(std::filesystem::exists(dir_.path() + "/../escape"));
+  try {
+    p->try_lock(std::string(1025, 'x'));
+    ADD_FAILURE() << "1025-byte name accepted";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), ErrorCode::invalid_argument);
+  }
+}
+
+}  // namespace
+}  // namespace dlock::file
