@@ -1,0 +1,40 @@
+-- Owner-checked renewal of many locks in one call (the watchdog's batch).
+-- Key layout: backends/redis/README.md.
+--
+-- KEYS[2i-1] holders hash of lock i   KEYS[2i] reader expiries zset of lock i
+-- ARGV[1] lease ms   ARGV[1+i] owner key of lock i
+--
+-- Returns one integer per lock: 1 renewed, 0 not held by that owner (missing or foreign).
+local lease = tonumber(ARGV[1])
+local now_ms = nil
+local function now()
+  if not now_ms then
+    local t = redis.call('TIME')
+    now_ms = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+  end
+  return now_ms
+end
+
+local out = {}
+for i = 1, #KEYS / 2 do
+  local hash, readers, owner = KEYS[2 * i - 1], KEYS[2 * i], ARGV[i + 1]
+  local renewed = 0
+  if redis.call('HEXISTS', hash, owner) == 1 then
+    if redis.call('HGET', hash, 'mode') == 'w' then
+      redis.call('PEXPIRE', hash, lease)
+      renewed = 1
+    else
+      local expiry = redis.call('ZSCORE', readers, owner)
+      if expiry and tonumber(expiry) > now() then
+        redis.call('ZADD', readers, now() + lease, owner)
+        if redis.call('PTTL', hash) < lease then
+          redis.call('PEXPIRE', hash, lease)
+          redis.call('PEXPIRE', readers, lease)
+        end
+        renewed = 1
+      end
+    end
+  end
+  out[i] = renewed
+end
+return out

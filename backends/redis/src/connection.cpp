@@ -1,0 +1,127 @@
+#include "connection.h"
+
+#include <poll.h>
+#include <sys/time.h>
+
+#include <cstdio>
+#include <string>
+#include <vector>
+
+#include "errors.h"
+
+namespace dlock::redis {
+namespace {
+
+timeval to_timeval(std::chrono::milliseconds d) {
+  timeval tv{};
+  tv.tv_sec = static_cast<time_t>(d.count() / 1000);
+  tv.tv_usec = static_cast<suseconds_t>((d.count() % 1000) * 1000);
+  return tv;
+}
+
+// argv arrays for hiredis, without a heap allocation for short commands.
+class Argv {
+ public:
+  explicit Argv(std::span<const std::string_view> args) {
+    if (args.size() > kInline) {
+      heap_ptrs_.resize(args.size());
+      heap_lens_.resize(args.size());
+      ptrs_ = heap_ptrs_.data();
+      lens_ = heap_lens_.data();
+    }
+    for (std::size_t i = 0; i < args.size(); ++i) {
+      ptrs_[i] = args[i].data();
+      lens_[i] = args[i].size();
+    }
+    argc_ = static_cast<int>(args.size());
+  }
+  int argc() const { return argc_; }
+  const char** ptrs() { return ptrs_; }
+  const size_t* lens() const { return lens_; }
+
+ private:
+  static constexpr std::size_t kInline = 24;
+  const char* inline_ptrs_[kInline];
+  size_t inline_lens_[kInline];
+  const char** ptrs_ = inline_ptrs_;
+  size_t* lens_ = inline_lens_;
+  std::vector<const char*> heap_ptrs_;
+  std::vector<size_t> heap_lens_;
+  int argc_ = 0;
+};
+
+}  // namespace
+
+std::unique_ptr<Connection> Connection::open(const RedisOptions& o) {
+  const timeval connect_tv = to_timeval(o.connect_timeout);
+  redisContext* ctx = o.unix_path.empty()
+                          ? redisConnectWithTimeout(o.host.c_str(), o.port, connect_tv)
+                          : redisConnectUnixWithTimeout(o.unix_path.c_str(), connect_tv);
+  if (ctx == nullptr || ctx->err != 0) {
+    Error e = translate_error(o.where, "connect", ctx, nullptr);
+    if (ctx != nullptr) redisFree(ctx);
+    throw e;
+  }
+  std::unique_ptr<Connection> c(new Connection(ctx, o.where));
+  if (redisSetTimeout(ctx, to_timeval(o.command_timeout)) != REDIS_OK) {
+    c->transport_failed("set timeout");
+  }
+  if (o.unix_path.empty() && redisEnableKeepAlive(ctx) != REDIS_OK) c->transport_failed("keep-alive");
+  if (o.password) {
+    std::vector<std::string_view> auth{"AUTH"};
+    if (!o.user.empty()) auth.push_back(o.user);
+    auth.push_back(*o.password);
+    Reply r = c->command(auth);
+    if (r->type != REDIS_REPLY_STATUS) c->fail("authenticate", r.get());
+  }
+  if (o.db != 0) {
+    const std::string db = std::to_string(o.db);
+    const std::string_view select[] = {"SELECT", db};
+    Reply r = c->command(select);
+    if (r->type != REDIS_REPLY_STATUS) c->fail("select database " + db, r.get());
+  }
+  return c;
+}
+
+Connection::~Connection() { redisFree(ctx_); }
+
+Reply Connection::command(std::span<const std::string_view> args) {
+  append(args);
+  return read_reply();
+}
+
+void Connection::append(std::span<const std::string_view> args) {
+  Argv argv(args);
+  if (redisAppendCommandArgv(ctx_, argv.argc(), argv.ptrs(), argv.lens()) != REDIS_OK) {
+    transport_failed(args.empty() ? "send" : args[0]);
+  }
+}
+
+Reply Connection::read_reply() {
+  void* raw = nullptr;
+  if (redisGetReply(ctx_, &raw) != REDIS_OK || raw == nullptr) {
+    if (raw != nullptr) freeReplyObject(raw);
+    transport_failed("read reply");
+  }
+  return Reply(static_cast<redisReply*>(raw));
+}
+
+void Connection::fail(std::string_view doing, const redisReply* reply) const {
+  throw translate_error(where_, doing, ctx_, reply);
+}
+
+void Connection::transport_failed(std::string_view doing) {
+  if (ctx_->err == 0) {
+    // Mark the context dead so the pool drops it.
+    ctx_->err = REDIS_ERR_OTHER;
+    snprintf(ctx_->errstr, sizeof ctx_->errstr, "connection failed");
+  }
+  throw translate_error(where_, doing, ctx_, nullptr);
+}
+
+bool Connection::stale() const noexcept {
+  pollfd p{ctx_->fd, POLLIN, 0};
+  return ::poll(&p, 1, 0) != 0;  // readable (EOF or unasked data), error, or hang-up
+}
+
+}  // namespace dlock::redis

@@ -1,0 +1,69 @@
+#include "keys.h"
+
+#include <cstdint>
+
+namespace dlock::redis {
+
+std::string encode_name(std::string_view name) {
+  static constexpr char kHex[] = "0123456789ABCDEF";
+  std::string out;
+  out.reserve(name.size());
+  for (unsigned char c : name) {
+    const bool plain = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+                       c == '.' || c == '_' || c == '/' || c == '-';
+    if (plain) {
+      out.push_back(static_cast<char>(c));
+    } else {
+      out.push_back('%');
+      out.push_back(kHex[c >> 4]);
+      out.push_back(kHex[c & 0xF]);
+    }
+  }
+  return out;
+}
+
+LockKeys::LockKeys(std::string_view prefix, std::string_view name, unsigned db) {
+  hash.reserve(prefix.size() + name.size() + 2);
+  hash.append(prefix).append("{").append(encode_name(name)).append("}");
+  readers = hash + ":r";
+  counter = hash + ":t";
+  marker = hash + ":w";
+  queue = hash + ":q";
+  deadlines = hash + ":d";
+  arrivals = hash + ":n";
+  channel = hash + ":c:" + std::to_string(db);
+}
+
+std::string LockKeys::latch(std::string_view request_id) const {
+  std::string key = hash;
+  key.append(":u:").append(request_id);
+  return key;
+}
+
+namespace {
+// CRC16-CCITT (XMODEM), as Redis Cluster computes slots.
+std::uint16_t crc16(std::string_view data) noexcept {
+  std::uint16_t crc = 0;
+  for (unsigned char c : data) {
+    crc = static_cast<std::uint16_t>(crc ^ (c << 8));
+    for (int i = 0; i < 8; ++i) {
+      crc = (crc & 0x8000) ? static_cast<std::uint16_t>((crc << 1) ^ 0x1021)
+                           : static_cast<std::uint16_t>(crc << 1);
+    }
+  }
+  return crc;
+}
+}  // namespace
+
+unsigned hash_slot(std::string_view key) noexcept {
+  auto open = key.find('{');
+  if (open != std::string_view::npos) {
+    auto close = key.find('}', open + 1);
+    if (close != std::string_view::npos && close != open + 1) {
+      key = key.substr(open + 1, close - open - 1);
+    }
+  }
+  return crc16(key) & 16383u;
+}
+
+}  // namespace dlock::redis

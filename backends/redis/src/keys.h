@@ -1,0 +1,34 @@
+// Key layout: every key and the channel of one lock share the hash tag {<encoded name>},
+// so they sit in one Redis Cluster slot. Names are arbitrary bytes: encode_name() makes
+// them tag-safe and injective (README.md, "Key layout").
+#pragma once
+
+#include <string>
+#include <string_view>
+
+namespace dlock::redis {
+
+// Bytes outside [A-Za-z0-9._/-] become %XX (upper-case hex), '%' included, so the result
+// never contains '{', '}', ':' or whitespace, and distinct names give distinct results.
+std::string encode_name(std::string_view name);
+
+// Every key of one lock, built once per request.
+struct LockKeys {
+  std::string hash;       // <prefix>{<enc>}       holders: mode + owner key -> hold count
+  std::string readers;    // <prefix>{<enc>}:r     zset owner key -> reader expiry (server ms)
+  std::string counter;    // <prefix>{<enc>}:t     fencing counter (never expires)
+  std::string marker;     // <prefix>{<enc>}:w     writer-waiting marker (short TTL)
+  std::string queue;      // <prefix>{<enc>}:q     fair queue: waiter id -> arrival number
+  std::string deadlines;  // <prefix>{<enc>}:d     fair queue: waiter id -> deadline (server ms)
+  std::string arrivals;   // <prefix>{<enc>}:n     fair arrival counter
+  std::string channel;    // <prefix>{<enc>}:c:<db> wake-up channel (pub/sub is not per-db)
+
+  LockKeys(std::string_view prefix, std::string_view name, unsigned db);
+  // <prefix>{<enc>}:u:<request id>: one release request's latch.
+  std::string latch(std::string_view request_id) const;
+};
+
+// The Redis Cluster slot of `key` (CRC16 of its hash tag), for grouping renewals.
+unsigned hash_slot(std::string_view key) noexcept;
+
+}  // namespace dlock::redis

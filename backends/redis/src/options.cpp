@@ -1,0 +1,68 @@
+#include "options.h"
+
+#include <charconv>
+
+#include "dlock/error.h"
+
+namespace dlock::redis {
+namespace {
+
+[[noreturn]] void bad(const Uri& uri, const std::string& what) {
+  throw Error(ErrorCode::invalid_argument, what + " in " + uri.redacted());
+}
+
+std::uint32_t parse_db(const Uri& uri, std::string_view text) {
+  std::uint32_t db = 0;
+  const char* end = text.data() + text.size();
+  auto [ptr, ec] = std::from_chars(text.data(), end, db);
+  if (text.empty() || ec != std::errc{} || ptr != end || db > 1'000'000) {
+    bad(uri, "the database must be a number (e.g. /0), got \"" + std::string(text) + "\"");
+  }
+  return db;
+}
+
+}  // namespace
+
+RedisOptions parse_options(const Uri& uri) {
+  RedisOptions o;
+  UriParams params(uri);
+  if (uri.scheme == "redis+unix") {
+    if (!uri.hosts.empty() && !(uri.hosts.size() == 1 && uri.hosts[0].host.empty())) {
+      bad(uri, "redis+unix:// takes no host (write redis+unix:///path/to/socket)");
+    }
+    if (uri.path.empty() || uri.path == "/") bad(uri, "redis+unix:// needs a socket path");
+    o.unix_path = uri.path;
+    if (auto db = params.take_string("db")) o.db = parse_db(uri, *db);
+    o.where = "redis unix:" + o.unix_path;
+  } else {
+    if (uri.hosts.empty() || uri.hosts[0].host.empty()) bad(uri, "redis:// needs a host");
+    if (uri.hosts.size() > 1) bad(uri, "redis:// takes one host (no cluster or sentinel support)");
+    o.host = uri.hosts[0].host;
+    if (uri.hosts[0].port != 0) o.port = uri.hosts[0].port;
+    if (!uri.path.empty() && uri.path != "/") o.db = parse_db(uri, std::string_view(uri.path).substr(1));
+    const bool v6 = o.host.find(':') != std::string::npos;
+    o.where = "redis " + (v6 ? "[" + o.host + "]" : o.host) + ":" + std::to_string(o.port);
+  }
+  o.user = uri.user;
+  o.password = uri.password;
+  if (!o.user.empty() && !o.password) bad(uri, "a Redis user needs a password (user:password@)");
+
+  if (auto prefix = params.take_string("prefix")) {
+    if (prefix->find_first_of("{}") != std::string::npos) {
+      bad(uri, "prefix must not contain '{' or '}' (they would break the keys' hash tag)");
+    }
+    if (prefix->size() > 256) bad(uri, "prefix is longer than 256 bytes");
+    o.prefix = *prefix;
+  }
+  if (auto d = params.take_duration("connect_timeout")) o.connect_timeout = *d;
+  if (auto d = params.take_duration("command_timeout")) o.command_timeout = *d;
+  if (auto n = params.take_uint("pool", 1, 1024)) o.pool = static_cast<std::size_t>(*n);
+  if (auto d = params.take_duration("lease")) o.lease = *d;
+  if (auto d = params.take_duration("fair_heartbeat")) o.fair_heartbeat = *d;
+  if (o.lease < std::chrono::milliseconds(30)) bad(uri, "lease must be at least 30ms");
+  if (o.fair_heartbeat < std::chrono::milliseconds(30)) bad(uri, "fair_heartbeat must be at least 30ms");
+  params.finish();
+  return o;
+}
+
+}  // namespace dlock::redis

@@ -1,0 +1,70 @@
+#include "pool.h"
+
+#include <algorithm>
+
+namespace dlock::redis {
+
+using Clock = std::chrono::steady_clock;
+
+void ConnectionPool::add(std::unique_ptr<Connection> c) {
+  std::lock_guard lock(mu_);
+  ++open_;
+  c->idle_since = Clock::now();
+  idle_.push_back(std::move(c));
+}
+
+ConnectionPool::Handle ConnectionPool::take() {
+  std::unique_lock lock(mu_);
+  const auto deadline = Clock::now() + options_.command_timeout;
+  for (;;) {
+    while (!idle_.empty()) {
+      std::unique_ptr<Connection> c = std::move(idle_.back());
+      idle_.pop_back();
+      // A connection the server closed while it sat idle (restart, timeout) is dropped here
+      // rather than failing a command that could not be retried safely.
+      if (c->broken() || c->stale()) {
+        --open_;
+        continue;
+      }
+      return Handle(this, std::move(c));
+    }
+    if (open_ < options_.pool) break;
+    if (returned_.wait_until(lock, deadline) == std::cv_status::timeout && idle_.empty() &&
+        open_ >= options_.pool) {
+      throw Error(ErrorCode::unavailable, options_.where + ": all " + std::to_string(options_.pool) +
+                                              " pooled connections stayed busy (raise pool=)");
+    }
+  }
+  if (last_error_ && Clock::now() < retry_at_) throw *last_error_;
+  ++open_;
+  lock.unlock();
+  try {
+    auto c = Connection::open(options_);
+    lock.lock();
+    backoff_ = std::chrono::milliseconds(0);
+    last_error_.reset();
+    return Handle(this, std::move(c));
+  } catch (const Error& e) {
+    lock.lock();
+    --open_;
+    backoff_ = std::clamp(backoff_ * 2, std::chrono::milliseconds(50), std::chrono::milliseconds(1000));
+    retry_at_ = Clock::now() + backoff_;
+    last_error_ = e;
+    returned_.notify_one();
+    throw;
+  }
+}
+
+void ConnectionPool::give_back(std::unique_ptr<Connection> c) noexcept {
+  std::lock_guard lock(mu_);
+  if (c->broken()) {
+    --open_;
+    c.reset();
+  } else {
+    c->idle_since = Clock::now();
+    idle_.push_back(std::move(c));
+  }
+  returned_.notify_one();
+}
+
+}  // namespace dlock::redis

@@ -1,0 +1,223 @@
+#include "redis_backend.h"
+
+#include <algorithm>
+#include <charconv>
+#include <random>
+
+#include "keys.h"
+
+namespace dlock::redis {
+
+using Clock = std::chrono::steady_clock;
+using std::chrono::milliseconds;
+
+namespace {
+
+constexpr std::size_t kRenewChunk = 100;  // locks per extend script call
+constexpr milliseconds kDownPoll{25};     // poll while the subscriber is disconnected
+constexpr milliseconds kIdlePoll{5000};   // safety poll while subscribed
+
+std::string random_id() {
+  thread_local std::mt19937_64 rng{std::random_device{}() ^
+                                   static_cast<std::uint64_t>(Clock::now().time_since_epoch().count())};
+  static constexpr char kHex[] = "0123456789abcdef";
+  std::string id(32, '0');
+  for (int half = 0; half < 2; ++half) {
+    std::uint64_t v = rng();
+    for (int i = 0; i < 16; ++i, v >>= 4) id[half * 16 + i] = kHex[v & 0xF];
+  }
+  return id;
+}
+
+std::string ms_text(milliseconds d) { return std::to_string(d.count()); }
+
+// The integer at `i` of an array reply, or throws internal.
+long long int_at(Connection& c, const redisReply* r, std::size_t i, std::string_view doing) {
+  if (r->type != REDIS_REPLY_ARRAY || r->elements <= i || r->element[i]->type != REDIS_REPLY_INTEGER) {
+    c.fail(doing, r);
+  }
+  return r->element[i]->integer;
+}
+
+}  // namespace
+
+RedisHeldLock::RedisHeldLock(std::string name, LockMode mode, std::string owner_key,
+                             std::uint64_t token, Clock::time_point expires_at)
+    : HeldLock(std::move(name), mode, std::move(owner_key), token, expires_at),
+      release_id_(random_id()) {}
+
+RedisBackend::RedisBackend(RedisOptions options) : options_(std::move(options)), pool_(options_) {
+  caps_.reentrant = true;
+  caps_.read_write = true;
+  caps_.fair = true;
+  caps_.fencing = true;
+  caps_.push_wakeup = true;
+  caps_.liveness = Liveness::lease;
+  caps_.max_name_bytes = 1024;
+  caps_.default_lease = options_.lease;
+  caps_.lost_signal_bound = options_.lease;
+  caps_.crash_release_bound = options_.lease;
+
+  auto first = Connection::open(options_);
+  scripts_ = std::make_unique<Scripts>(*first);
+  pool_.add(std::move(first));
+}
+
+RedisBackend::~RedisBackend() = default;
+
+std::shared_ptr<Subscriber> RedisBackend::subscriber() {
+  std::lock_guard lock(sub_mu_);
+  if (!subscriber_) subscriber_ = std::make_shared<Subscriber>(options_);
+  return subscriber_;
+}
+
+spi::Attempt RedisBackend::try_acquire(const spi::AttemptRequest& req) {
+  const LockKeys k(options_.prefix, req.name, options_.db);
+  const bool shared = req.mode == LockMode::shared;
+  const std::string lease = ms_text(req.lease);
+  const std::string heartbeat = ms_text(options_.fair_heartbeat);
+  const std::string marker_ttl = ms_text(options_.writer_marker);
+  const std::string_view keys[] = {k.hash, k.readers, k.counter, k.marker, k.queue, k.deadlines, k.arrivals};
+  const std::string_view args[] = {req.owner_key,          shared ? "s" : "x", lease,
+                                   req.fair ? "1" : "0",   req.waiter_id,      req.will_wait ? "1" : "0",
+                                   heartbeat,              marker_ttl,         k.channel};
+  std::shared_ptr<Subscriber> sub;
+  {
+    std::lock_guard lock(sub_mu_);
+    sub = subscriber_;
+  }
+  if (sub) sub->note_attempt(req.waiter_id);
+
+  auto conn = pool_.take();
+  const auto sent = Clock::now();  // the lease is counted from before the request left
+  Reply r = scripts_->run(*conn, Script::acquire, keys, args);
+  const long long granted = int_at(*conn, r.get(), 0, "acquire script");
+  const long long value = int_at(*conn, r.get(), 1, "acquire script");
+  if (granted == 1) {
+    if (shared && sub) sub->wake_readers(k.channel);
+    return std::make_shared<RedisHeldLock>(std::string(req.name), req.mode, std::string(req.owner_key),
+                                           static_cast<std::uint64_t>(value), sent + req.lease);
+  }
+  spi::Busy busy;
+  if (value > 0) busy.retry_after = milliseconds(value);
+  return busy;
+}
+
+std::unique_ptr<spi::WaitRegistration> RedisBackend::prepare_wait(const spi::AttemptRequest& req,
+                                                                   std::function<void()> wake) {
+  const LockKeys k(options_.prefix, req.name, options_.db);
+  Subscriber::Polls polls{kIdlePoll, kDownPoll};
+  // Waiters that hold server-side state refresh it often enough to keep it alive.
+  if (req.fair) {
+    polls.healthy = std::max(options_.fair_heartbeat / 3, milliseconds(10));
+  } else if (req.mode == LockMode::exclusive) {
+    polls.healthy = std::max(options_.writer_marker / 3, milliseconds(10));
+  }
+  polls.down = std::min(polls.down, polls.healthy);
+  return subscriber()->add(k.channel, req.waiter_id, req.mode, polls, std::move(wake));
+}
+
+void RedisBackend::abandon(const spi::AttemptRequest& req) noexcept {
+  // Only fair waiters (queue entry) and waiting writers (marker) leave state behind.
+  if (!req.fair && !(req.mode == LockMode::exclusive && req.will_wait)) return;
+  try {
+    const LockKeys k(options_.prefix, req.name, options_.db);
+    const std::string_view keys[] = {k.hash, k.marker, k.queue, k.deadlines, k.arrivals};
+    const std::string_view args[] = {req.waiter_id, k.channel};
+    for (int attempt = 0; attempt < 2; ++attempt) {
+      try {
+        auto conn = pool_.take();
+        scripts_->run(*conn, Script::abandon, keys, args);
+        return;
+      } catch (const Error&) {
+        // one retry on a fresh connection; the heartbeat/marker TTL cleans up otherwise
+      }
+    }
+  } catch (...) {
+  }
+}
+
+bool RedisBackend::release(spi::HeldLock& lock) {
+  auto& held = static_cast<RedisHeldLock&>(lock);
+  const LockKeys k(options_.prefix, held.name(), options_.db);
+  const std::string latch = k.latch(held.release_id());
+  const std::string latch_ttl =
+      ms_text(std::max(milliseconds(10000), options_.command_timeout * 4));
+  const std::string_view keys[] = {k.hash, k.readers, latch, k.queue, k.deadlines, k.arrivals};
+  const std::string_view args[] = {held.owner_key(), latch_ttl, k.channel};
+  for (int attempt = 0;; ++attempt) {
+    try {
+      auto conn = pool_.take();
+      Reply r = scripts_->run(*conn, Script::release, keys, args);
+      if (r->type != REDIS_REPLY_INTEGER) conn->fail("release script", r.get());
+      return r->integer == 1;
+    } catch (const Error& e) {
+      // The first request may have run without its reply reaching us: ask again with the
+      // same latch, which answers for it instead of releasing twice.
+      if (e.code() != ErrorCode::unavailable || attempt >= 1) throw;
+    }
+  }
+}
+
+void RedisBackend::extend_many(std::span<spi::HeldLock* const> locks, milliseconds lease,
+                               std::span<spi::RenewStatus> out) noexcept {
+  std::fill(out.begin(), out.end(), spi::RenewStatus::failed);
+  if (locks.empty()) return;
+  try {
+    const std::string lease_text = ms_text(lease);
+    // Keys and arguments of every chunk, kept alive until the replies are read.
+    std::vector<std::string> key_store;
+    key_store.reserve(locks.size() * 2);
+    for (auto* l : locks) {
+      const LockKeys k(options_.prefix, l->name(), options_.db);
+      key_store.push_back(k.hash);
+      key_store.push_back(k.readers);
+    }
+    struct Chunk {
+      std::size_t first, count;
+      std::vector<std::string_view> keys, args;
+    };
+    std::vector<Chunk> chunks;
+    for (std::size_t first = 0; first < locks.size(); first += kRenewChunk) {
+      Chunk c{first, std::min(kRenewChunk, locks.size() - first), {}, {}};
+      c.args.push_back(lease_text);
+      for (std::size_t i = first; i < first + c.count; ++i) {
+        c.keys.push_back(key_store[2 * i]);
+        c.keys.push_back(key_store[2 * i + 1]);
+        c.args.push_back(locks[i]->owner_key());
+      }
+      chunks.push_back(std::move(c));
+    }
+
+    auto conn = pool_.take();
+    const auto sent = Clock::now();
+    for (auto& c : chunks) scripts_->append(*conn, Script::extend, c.keys, c.args);
+    std::vector<Reply> replies;
+    replies.reserve(chunks.size());
+    for (std::size_t i = 0; i < chunks.size(); ++i) replies.push_back(conn->read_reply());
+    for (std::size_t i = 0; i < chunks.size(); ++i) {
+      if (Scripts::is_noscript(replies[i].get())) {
+        // The server lost its scripts (SCRIPT FLUSH, restart): load and renew this chunk again.
+        scripts_->load(*conn, Script::extend);
+        replies[i] = scripts_->run(*conn, Script::extend, chunks[i].keys, chunks[i].args);
+      }
+      const redisReply* r = replies[i].get();
+      if (r->type != REDIS_REPLY_ARRAY || r->elements != chunks[i].count) continue;  // stays failed
+      for (std::size_t j = 0; j < chunks[i].count; ++j) {
+        const redisReply* e = r->element[j];
+        if (e->type != REDIS_REPLY_INTEGER) continue;
+        const std::size_t idx = chunks[i].first + j;
+        if (e->integer == 1) {
+          locks[idx]->set_expires_at(sent + lease);
+          out[idx] = spi::RenewStatus::renewed;
+        } else {
+          out[idx] = spi::RenewStatus::not_held;
+        }
+      }
+    }
+  } catch (...) {
+    // Transport failure or refusal: what was not answered stays `failed`; the core retries.
+  }
+}
+
+}  // namespace dlock::redis

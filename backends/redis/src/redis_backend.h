@@ -1,0 +1,65 @@
+// RedisBackend: the atomic Redis operations behind redis:// providers (the core adds
+// reentrancy, the wait loop and the watchdog). See backends/redis/README.md.
+#pragma once
+
+#include <memory>
+#include <mutex>
+#include <string>
+
+#include "dlock/spi/backend.h"
+#include "options.h"
+#include "pool.h"
+#include "scripts.h"
+#include "subscriber.h"
+
+namespace dlock::redis {
+
+// A granted hold, with the id that makes its release idempotent across retries.
+class RedisHeldLock : public spi::HeldLock {
+ public:
+  RedisHeldLock(std::string name, LockMode mode, std::string owner_key, std::uint64_t token,
+                Clock::time_point expires_at);
+  // Random, unique per grant; names this hold's release latch key.
+  const std::string& release_id() const noexcept { return release_id_; }
+
+ private:
+  const std::string release_id_;
+};
+
+// Thread safety: every method may be called concurrently (connections come from the pool).
+class RedisBackend : public spi::Backend {
+ public:
+  // Connects once (so a bad URI, password or db fails here) and loads the scripts.
+  // Throws Error(unavailable) if the server cannot be reached within connect_timeout,
+  // Error(invalid_argument) for authentication or database errors.
+  explicit RedisBackend(RedisOptions options);
+  ~RedisBackend() override;
+
+  const Capabilities& capabilities() const noexcept override { return caps_; }
+  // One EVALSHA of lua/acquire.lua. Throws Error(unavailable) on transport failure or a
+  // transient server refusal (READONLY, OOM, LOADING…).
+  spi::Attempt try_acquire(const spi::AttemptRequest& request) override;
+  std::unique_ptr<spi::WaitRegistration> prepare_wait(const spi::AttemptRequest& request,
+                                                      std::function<void()> wake) override;
+  void abandon(const spi::AttemptRequest& request) noexcept override;
+  // One EVALSHA of lua/release.lua, retried once after a transport failure (the latch key
+  // makes the retry harmless).
+  bool release(spi::HeldLock& lock) override;
+  // One pipelined round trip: one lua/extend.lua call per chunk of up to 100 locks.
+  void extend_many(std::span<spi::HeldLock* const> locks, std::chrono::milliseconds lease,
+                   std::span<spi::RenewStatus> out) noexcept override;
+
+  const RedisOptions& options() const noexcept { return options_; }
+
+ private:
+  std::shared_ptr<Subscriber> subscriber();
+
+  const RedisOptions options_;
+  Capabilities caps_;
+  ConnectionPool pool_;
+  std::unique_ptr<Scripts> scripts_;
+  std::mutex sub_mu_;
+  std::shared_ptr<Subscriber> subscriber_;  // created on the first wait
+};
+
+}  // namespace dlock::redis

@@ -1,0 +1,86 @@
+// Push wake-ups: one pub/sub connection per provider, on its own thread, with one
+// ref-counted subscription per lock channel shared by every local waiter of that lock.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <string_view>
+#include <thread>
+#include <unordered_map>
+#include <vector>
+
+#include "connection.h"
+#include "dlock/options.h"
+#include "dlock/spi/backend.h"
+#include "options.h"
+
+namespace dlock::redis {
+
+// Messages on a lock's channel (published by the Lua scripts):
+//   "x"        an exclusive hold ended and the lock is free: wake one local waiter
+//   "s"        the last shared hold ended (or a writer stopped waiting): wake every local waiter
+//   "f<id>"    wake the fair waiter <id> (the queue's new head)
+// Thread safety: every method is thread-safe. Wake callbacks run on the subscriber's thread
+// (or the thread destroying a registration) and must not call back into the backend.
+class Subscriber : public std::enable_shared_from_this<Subscriber> {
+ public:
+  struct Polls {
+    std::chrono::milliseconds healthy;  // while subscribed
+    std::chrono::milliseconds down;     // while the subscriber is not connected
+  };
+
+  explicit Subscriber(RedisOptions options);
+  // Stops and joins the thread. Never throws.
+  ~Subscriber();
+  Subscriber(const Subscriber&) = delete;
+  Subscriber& operator=(const Subscriber&) = delete;
+
+  // Registers a waiter on `channel` and returns once the channel's subscription is confirmed
+  // by the server (so nothing published afterwards can be missed), or at once while the
+  // subscriber is disconnected, or after command_timeout. Destroying the result unregisters;
+  // after that `wake` is never called again. Starts the thread on first use.
+  std::unique_ptr<spi::WaitRegistration> add(const std::string& channel, std::string_view waiter_id,
+                                             LockMode mode, Polls polls, std::function<void()> wake);
+
+  // The waiter is about to make an attempt: a wake-up it received is being used.
+  void note_attempt(std::string_view waiter_id);
+  // A shared hold was granted on `channel`: other local readers may join, wake them.
+  void wake_readers(const std::string& channel);
+
+  struct Entry;
+  struct Channel;
+
+ private:
+  class Registration;
+  void remove(const std::shared_ptr<Entry>& entry) noexcept;
+  void run() noexcept;
+  bool connect_and_resubscribe() noexcept;
+  void disconnect() noexcept;
+  bool send_pending() noexcept;
+  bool read_replies() noexcept;
+  void on_reply(const redisReply* r, std::vector<std::shared_ptr<Entry>>& to_wake);
+  void signal() noexcept;
+  static void wake(const std::shared_ptr<Entry>& e) noexcept;
+
+  enum class State { starting, up, down };
+  const RedisOptions options_;
+  std::mutex mu_;
+  std::condition_variable changed_;
+  std::unordered_map<std::string, std::shared_ptr<Channel>> channels_;
+  std::unordered_map<std::string, std::shared_ptr<Entry>> by_waiter_;
+  std::vector<std::shared_ptr<Channel>> dirty_;  // channels that may need (un)subscribing
+  std::atomic<State> state_{State::starting};
+  std::atomic<std::size_t> entries_{0};
+  bool stop_ = false;
+  bool started_ = false;
+  int event_fd_ = -1;
+  std::thread thread_;
+  std::unique_ptr<Connection> conn_;  // only the thread touches it
+};
+
+}  // namespace dlock::redis
