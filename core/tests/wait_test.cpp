@@ -1,0 +1,141 @@
+// Bounded waiting, cancellation and push wake-ups, on mem://.
+#include <gtest/gtest.h>
+
+#include <thread>
+
+#include "dlock/dlock.h"
+
+namespace dlock {
+namespace {
+
+using namespace std::chrono_literals;
+using Clock = std::chrono::steady_clock;
+
+class WaitTest : public ::testing::Test {
+ protected:
+  std::string space = ::testing::UnitTest::GetInstance()->current_test_info()->name();
+  std::shared_ptr<ILockProvider> holder = open("mem://" + space);
+  std::shared_ptr<ILockProvider> waiter = open("mem://" + space);
+};
+
+template <class F>
+Clock::duration timed(F f) {
+  auto t0 = Clock::now();
+  f();
+  return Clock::now() - t0;
+}
+
+TEST_F(WaitTest, TryOnceAndPastDeadlineReturnAtOnce) {
+  auto held = holder->try_lock("x");
+  ASSERT_TRUE(held);
+  EXPECT_LT(timed([&] { EXPECT_FALSE(waiter->try_lock("x")); }), 50ms);
+  EXPECT_LT(timed([&] { EXPECT_FALSE(waiter->try_lock("x", Wait::for_duration(-5s))); }), 50ms);
+  EXPECT_LT(timed([&] { EXPECT_FALSE(waiter->try_lock("x", Wait::until(Clock::now() - 1s))); }), 50ms);
+}
+
+TEST_F(WaitTest, DurationAndDeadlineReturnWithinTheirBound) {
+  auto held = holder->try_lock("x");
+  ASSERT_TRUE(held);
+  auto d = timed([&] { EXPECT_FALSE(waiter->try_lock("x", Wait::for_duration(200ms))); });
+  EXPECT_GE(d, 200ms);
+  EXPECT_LT(d, 400ms);
+  d = timed([&] { EXPECT_FALSE(waiter->try_lock("x", Wait::until(Clock::now() + 150ms))); });
+  EXPECT_GE(d, 150ms);
+  EXPECT_LT(d, 350ms);
+}
+
+TEST_F(WaitTest, BlockingAcquireThrowsTimedOut) {
+  auto held = holder->try_lock("x");
+  try {
+    waiter->acquire("x", LockMode::exclusive, Wait::for_duration(50ms));
+    FAIL() << "acquired a held lock";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), ErrorCode::timed_out);
+  }
+}
+
+TEST_F(WaitTest, InfiniteWaitEndsOnCancel) {
+  auto held = holder->try_lock("x");
+  std::stop_source stop;
+  std::thread canceller([&] {
+    std::this_thread::sleep_for(100ms);
+    stop.request_stop();
+  });
+  AcquireOptions o;
+  o.cancel = stop.get_token();
+  auto d = timed([&] {
+    try {
+      waiter->lock("x", o);
+      ADD_FAILURE() << "acquired a held lock";
+    } catch (const Error& e) {
+      EXPECT_EQ(e.code(), ErrorCode::cancelled);
+    }
+  });
+  canceller.join();
+  EXPECT_LT(d, 300ms);
+}
+
+TEST_F(WaitTest, ReleaseWakesTheWaiterWithoutPolling) {
+  auto held = holder->try_lock("x");
+  ASSERT_TRUE(held);
+  Clock::time_point released;
+  std::thread releaser([&] {
+    std::this_thread::sleep_for(100ms);
+    released = Clock::now();
+    held->release();
+  });
+  auto got = waiter->try_lock("x", Wait::for_duration(5s));
+  auto woke = Clock::now();
+  releaser.join();
+  ASSERT_TRUE(got);
+  // The fallback poll is 500 ms: only the push wake-up is this fast.
+  EXPECT_LT(woke - released, 50ms);
+}
+
+TEST_F(WaitTest, TimedOutWriterLeavesNothingBehind) {
+  auto reader = holder->try_lock_shared("x");
+  ASSERT_TRUE(reader);
+  EXPECT_FALSE(waiter->try_lock("x", Wait::for_duration(100ms)));
+  // A waiting writer blocks new readers; once it gave up, readers pass again at once.
+  auto other = open("mem://" + space);
+  EXPECT_TRUE(other->try_lock_shared("x"));
+}
+
+TEST_F(WaitTest, WaitingWriterBlocksNewReaders) {
+  auto reader = holder->try_lock_shared("x");
+  ASSERT_TRUE(reader);
+  std::thread writer([&] {
+    auto w = waiter->try_lock("x", Wait::for_duration(5s));
+    EXPECT_TRUE(w);
+  });
+  std::this_thread::sleep_for(100ms);
+  auto other = open("mem://" + space);
+  EXPECT_FALSE(other->try_lock_shared("x")) << "a new reader passed a waiting writer";
+  reader->release();
+  writer.join();
+}
+
+TEST_F(WaitTest, FairWaitersAreServedInArrivalOrder) {
+  auto held = holder->try_lock("x");
+  ASSERT_TRUE(held);
+  std::mutex mu;
+  std::vector<int> order;
+  std::vector<std::thread> threads;
+  for (int i = 0; i < 4; ++i) {
+    threads.emplace_back([&, i] {
+      AcquireOptions o;
+      o.fair = true;
+      auto l = waiter->try_lock("x", Wait::for_duration(5s), o);
+      ASSERT_TRUE(l);
+      std::lock_guard lock(mu);
+      order.push_back(i);
+    });
+    std::this_thread::sleep_for(30ms);  // arrival order 0, 1, 2, 3
+  }
+  held->release();
+  for (auto& t : threads) t.join();
+  EXPECT_EQ(order, (std::vector<int>{0, 1, 2, 3}));
+}
+
+}  // namespace
+}  // namespace dlock

@@ -1,0 +1,178 @@
+// The watchdog: renewal cadence and batching, explicit leases, max hold, the lost signal.
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <mutex>
+#include <thread>
+
+#include "dlock/backends/mem.h"
+#include "dlock/dlock.h"
+#include "dlock/spi/backend_provider.h"
+
+namespace dlock {
+namespace {
+
+using namespace std::chrono_literals;
+using Clock = std::chrono::steady_clock;
+using std::chrono::milliseconds;
+
+// Polls `pred` every millisecond until `limit`; returns how long it took (or limit).
+template <class P>
+Clock::duration until_true(P pred, Clock::duration limit) {
+  auto t0 = Clock::now();
+  while (!pred() && Clock::now() - t0 < limit) std::this_thread::sleep_for(1ms);
+  return Clock::now() - t0;
+}
+
+// A backend that grants every name and records every renewal call. It tests the core's
+// scheduler, not a server: renewal outcomes are scripted.
+class RecordingBackend final : public spi::Backend {
+ public:
+  explicit RecordingBackend(milliseconds lease) {
+    caps_.default_lease = lease;
+    caps_.liveness = Liveness::lease;
+  }
+  const Capabilities& capabilities() const noexcept override { return caps_; }
+  spi::Attempt try_acquire(const spi::AttemptRequest& r) override {
+    return std::make_shared<spi::HeldLock>(std::string(r.name), r.mode, std::string(r.owner_key), 1,
+                                           Clock::now() + r.lease);
+  }
+  std::unique_ptr<spi::WaitRegistration> prepare_wait(const spi::AttemptRequest&,
+                                                      std::function<void()>) override {
+    return nullptr;
+  }
+  void abandon(const spi::AttemptRequest&) noexcept override {}
+  bool release(spi::HeldLock&) override { return true; }
+  void extend_many(std::span<spi::HeldLock* const> locks, milliseconds lease,
+                   std::span<spi::RenewStatus> out) noexcept override {
+    std::lock_guard lock(mu);
+    calls.push_back({Clock::now(), locks.size()});
+    for (std::size_t i = 0; i < locks.size(); ++i) {
+      out[i] = outcome;
+      if (outcome == spi::RenewStatus::renewed) locks[i]->set_expires_at(Clock::now() + lease);
+    }
+  }
+
+  std::mutex mu;
+  std::vector<std::pair<Clock::time_point, std::size_t>> calls;  // guarded by mu
+  std::atomic<spi::RenewStatus> outcome{spi::RenewStatus::renewed};
+
+ private:
+  Capabilities caps_;
+};
+
+TEST(Watchdog, RenewsEveryThirdOfTheLeaseInOneBatch) {
+  auto backend = std::make_shared<RecordingBackend>(300ms);
+  auto provider = spi::make_provider(backend, "recording://");
+  std::vector<Lease> leases;
+  for (int i = 0; i < 1000; ++i) leases.push_back(*provider->try_lock("n" + std::to_string(i)));
+  auto t0 = Clock::now();
+  std::this_thread::sleep_for(650ms);  // about three renewal periods of 100 ms... of 300/3
+  std::lock_guard lock(backend->mu);
+  ASSERT_GE(backend->calls.size(), 4u);
+  std::size_t renewed = 0;
+  for (auto& [at, n] : backend->calls) renewed += n;
+  // 1000 leases × ~6 periods, in few calls: batching, not one call per lease.
+  EXPECT_GE(renewed, 4000u);
+  EXPECT_LE(backend->calls.size(), 20u);
+  EXPECT_GE(backend->calls.front().first - t0, -50ms);  // first renewal ≈ lease/3 after acquire
+  EXPECT_LE(backend->calls.front().first - t0, 150ms);
+}
+
+TEST(Watchdog, RenewalThatKeepsFailingFiresLostWhenTheLeaseRunsOut) {
+  auto backend = std::make_shared<RecordingBackend>(300ms);
+  backend->outcome = spi::RenewStatus::failed;
+  auto provider = spi::make_provider(backend, "recording://");
+  auto l = provider->try_lock("x");
+  ASSERT_TRUE(l);
+  auto took = until_true([&] { return l->lost_token().stop_requested(); }, 2s);
+  EXPECT_GE(took, 250ms);  // not before the lease could have run out
+  EXPECT_LE(took, 450ms);
+  EXPECT_FALSE(l->held());
+}
+
+TEST(Watchdog, RenewalFindingNoLockFiresLostAtOnce) {
+  auto backend = std::make_shared<RecordingBackend>(300ms);
+  backend->outcome = spi::RenewStatus::not_held;
+  auto provider = spi::make_provider(backend, "recording://");
+  auto l = provider->try_lock("x");
+  ASSERT_TRUE(l);
+  auto took = until_true([&] { return l->lost_token().stop_requested(); }, 2s);
+  EXPECT_LE(took, 200ms);  // at the first renewal (100 ms)
+}
+
+TEST(Watchdog, KeepsAMemLockWellPastThreeLeases) {
+  auto a = open("mem://watchdog-keeps?lease=200ms");
+  auto b = open("mem://watchdog-keeps?lease=200ms");
+  auto l = a->try_lock("x");
+  ASSERT_TRUE(l);
+  std::this_thread::sleep_for(900ms);
+  EXPECT_FALSE(b->try_lock("x"));
+  EXPECT_TRUE(l->held());
+  EXPECT_TRUE(l->release());
+}
+
+TEST(Watchdog, ExplicitLeaseIsNotRenewedAndFiresLostAtExpiry) {
+  auto a = open("mem://explicit-lease");
+  auto b = open("mem://explicit-lease");
+  auto l = a->try_lock("x", Wait::try_once(), {.lease = 200ms});
+  ASSERT_TRUE(l);
+  EXPECT_LE(l->expires_at() - Clock::now(), 200ms);
+  auto took = until_true([&] { return l->lost_token().stop_requested(); }, 2s);
+  EXPECT_GE(took, 150ms);
+  EXPECT_LE(took, 400ms);
+  EXPECT_TRUE(b->try_lock("x"));
+  EXPECT_FALSE(l->release());
+}
+
+TEST(Watchdog, ExtendMovesTheExpiry) {
+  auto a = open("mem://extend");
+  auto b = open("mem://extend");
+  auto l = a->try_lock("x", Wait::try_once(), {.lease = 200ms});
+  ASSERT_TRUE(l);
+  std::this_thread::sleep_for(120ms);
+  l->extend(400ms);
+  std::this_thread::sleep_for(200ms);  // past the first lease
+  EXPECT_FALSE(b->try_lock("x"));
+  EXPECT_TRUE(l->held());
+}
+
+TEST(Watchdog, MaxHoldStopsRenewalAndFiresLost) {
+  auto a = open("mem://max-hold?lease=200ms");
+  auto b = open("mem://max-hold?lease=200ms");
+  auto l = a->try_lock("x", Wait::try_once(), {.max_hold = 300ms});
+  ASSERT_TRUE(l);
+  auto took = until_true([&] { return l->lost_token().stop_requested(); }, 2s);
+  EXPECT_GE(took, 280ms);
+  EXPECT_LE(took, 450ms);
+  EXPECT_TRUE(b->try_lock("x", Wait::for_duration(300ms)));
+}
+
+TEST(Watchdog, BrokenLockFiresLostWithinTheDeclaredBound) {
+  auto a = open("mem://broken?lease=300ms");
+  auto l = a->try_lock("x");
+  ASSERT_TRUE(l);
+  std::atomic<bool> callback{false};
+  l->on_lost([&] { callback = true; });
+  mem::break_lock("broken", "x");
+  auto took = until_true([&] { return callback.load(); }, 3s);
+  EXPECT_TRUE(callback);
+  EXPECT_LE(took, a->capabilities().lost_signal_bound + 50ms);
+}
+
+TEST(Watchdog, ProviderDroppedWhileHoldingKeepsRenewing) {
+  auto b = open("mem://dropped?lease=200ms");
+  std::optional<Lease> l;
+  {
+    auto a = open("mem://dropped?lease=200ms");
+    l = a->try_lock("x");
+  }
+  ASSERT_TRUE(l);
+  std::this_thread::sleep_for(500ms);
+  EXPECT_FALSE(b->try_lock("x"));
+  EXPECT_TRUE(l->release());
+  EXPECT_TRUE(b->try_lock("x"));
+}
+
+}  // namespace
+}  // namespace dlock
