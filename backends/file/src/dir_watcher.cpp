@@ -36,6 +36,23 @@ class DirWatcher::Registration : public spi::WaitRegistration {
   std::chrono::milliseconds poll_;
 };
 
+std::shared_ptr<DirWatcher> DirWatcher::for_directory(const std::string& dir) {
+  // Leaked on purpose: no destruction-order trouble at exit; it only holds weak pointers.
+  static auto* mu = new std::mutex;
+  static auto* watchers = new std::unordered_map<std::string, std::weak_ptr<DirWatcher>>;
+  std::lock_guard lock(*mu);
+  for (auto it = watchers->begin(); it != watchers->end();) {  // forget dead ones
+    it = it->second.expired() ? watchers->erase(it) : std::next(it);
+  }
+  auto& slot = (*watchers)[dir];
+  auto watcher = slot.lock();
+  if (!watcher) {
+    watcher = std::make_shared<DirWatcher>(dir);
+    slot = watcher;
+  }
+  return watcher;
+}
+
 DirWatcher::DirWatcher(std::string dir)
     : dir_(std::move(dir)),
       inotify_(::inotify_init1(IN_NONBLOCK | IN_CLOEXEC)),

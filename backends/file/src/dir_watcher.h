@@ -4,9 +4,10 @@
 // the descriptors of a process that dies; both raise IN_CLOSE_WRITE for the lock file
 // (lock files are always opened read-write). A writer that passes the gate touches the
 // file's times (IN_ATTRIB) so that those the gate kept out try again. A waiter registers
-// the file name it waits for; one thread per watcher reads the events and calls the matching waiters' wake
-// functions. Waiters keep their descriptor open between attempts, so a failed attempt
-// raises no event and waiters cannot wake each other in a loop.
+// the file name it waits for; one thread per watcher (one watcher per directory and
+// process) reads the events and calls the matching waiters' wake functions. Waiters keep
+// their descriptor open between attempts, so a failed attempt raises no event and waiters
+// cannot wake each other in a loop.
 //
 // Thread safety: all methods may be called from any thread.
 #pragma once
@@ -28,8 +29,13 @@ namespace dlock::file {
 
 class DirWatcher : public std::enable_shared_from_this<DirWatcher> {
  public:
-  // Starts watching `dir`. Never throws for inotify trouble: the watcher then reports
-  // unhealthy and waiters fall back to polling (the thread retries the watch every second).
+  // The watcher of `dir` shared by every provider of this process on that directory
+  // (inotify instances are scarce: 128 per user by default). Thread-safe.
+  static std::shared_ptr<DirWatcher> for_directory(const std::string& dir);
+
+  // Starts watching `dir`. Prefer for_directory(). Never throws for inotify trouble: the
+  // watcher then reports unhealthy and waiters fall back to polling (the thread retries the
+  // watch every second).
   explicit DirWatcher(std::string dir);
   // Stops and joins the thread. REQUIRES: no registration of this watcher is still alive
   // (registrations hold a shared_ptr to the watcher, so this holds by construction).
@@ -38,7 +44,8 @@ class DirWatcher : public std::enable_shared_from_this<DirWatcher> {
   DirWatcher& operator=(const DirWatcher&) = delete;
 
   // Calls `wake` (from the watcher thread, possibly spuriously) whenever `file_name` in the
-  // directory is closed after writing or has its attributes changed, and on every event overflow or loss of the watch.
+  // directory is closed after writing or has its attributes changed, and on every event
+  // overflow or loss of the watch.
   // Destroying the returned registration unregisters; after its destructor returns, `wake`
   // is never called again (the destructor waits for a call in progress, unless it runs on
   // the watcher thread itself). `poll` is what its fallback_poll() reports.

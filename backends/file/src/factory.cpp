@@ -17,6 +17,7 @@
 #include "dlock/spi/backend_provider.h"
 #include "dlock/uri.h"
 #include "file_backend.h"
+#include "lock_file.h"
 #include "sys_error.h"
 
 namespace dlock::file {
@@ -24,17 +25,6 @@ namespace {
 
 [[noreturn]] void bad_uri(const Uri& uri, const std::string& why) {
   throw Error(ErrorCode::invalid_argument, "file:// URI " + uri.redacted() + ": " + why);
-}
-
-// mkdir -p with mode 0700 for every directory it creates.
-void make_directories(const std::string& dir) {
-  for (std::size_t pos = 1; pos <= dir.size(); ++pos) {
-    if (pos != dir.size() && dir[pos] != '/') continue;
-    std::string prefix = dir.substr(0, pos);
-    if (::mkdir(prefix.c_str(), 0700) != 0 && errno != EEXIST) {
-      throw sys_error("mkdir", prefix, errno);
-    }
-  }
 }
 
 FileConfig parse_config(const Uri& uri) {
@@ -45,7 +35,10 @@ FileConfig parse_config(const Uri& uri) {
   config.dir = uri.path;
   if (config.dir.empty()) bad_uri(uri, "the lock directory is missing: file:///absolute/dir");
   if (config.dir.front() != '/') bad_uri(uri, "the lock directory must be an absolute path");
-  if (config.dir.find('\0') != std::string::npos) bad_uri(uri, "the path contains a NUL byte");
+  if (config.dir.find('\0') != std::string::npos) {
+    // Not through bad_uri: the printed URI would carry the NUL and cut the message short.
+    throw Error(ErrorCode::invalid_argument, "file:// URI: the directory path contains a NUL byte");
+  }
   while (config.dir.size() > 1 && config.dir.back() == '/') config.dir.pop_back();
 
   UriParams params(uri);
@@ -57,7 +50,7 @@ FileConfig parse_config(const Uri& uri) {
 
 std::shared_ptr<ILockProvider> open_file_provider(const Uri& uri) {
   FileConfig config = parse_config(uri);
-  make_directories(config.dir);
+  ensure_directory(config.dir);
   struct stat st {};
   if (::stat(config.dir.c_str(), &st) != 0) throw sys_error("stat", config.dir, errno);
   if (!S_ISDIR(st.st_mode)) bad_uri(uri, config.dir + " is not a directory");

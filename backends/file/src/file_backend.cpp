@@ -30,7 +30,7 @@ void signal_waiters(int fd) noexcept { ::futimens(fd, nullptr); }
 }  // namespace
 
 FileBackend::FileBackend(FileConfig config)
-    : config_(std::move(config)), watcher_(std::make_shared<DirWatcher>(config_.dir)) {
+    : config_(std::move(config)), watcher_(DirWatcher::for_directory(config_.dir)) {
   caps_.reentrant = true;
   caps_.read_write = true;
   caps_.fair = false;
@@ -39,8 +39,8 @@ FileBackend::FileBackend(FileConfig config)
   caps_.liveness = Liveness::session;
   caps_.max_name_bytes = kMaxNameBytes;
   caps_.default_lease = config_.default_lease;
-  // Found by the watchdog's check, every third of the lease.
-  caps_.lost_signal_bound = config_.default_lease / 3;
+  // Found by the watchdog's check, every third of the lease (plus scheduling slack).
+  caps_.lost_signal_bound = config_.default_lease / 3 + std::chrono::milliseconds(100);
   // The kernel frees the lock at the holder's death; waiters see it through the close
   // event or, at worst, their next poll.
   caps_.crash_release_bound = std::max<std::chrono::milliseconds>(std::chrono::seconds(1),

@@ -25,12 +25,28 @@ void sync_dir(const std::string& dir) {
 
 }  // namespace
 
+void ensure_directory(const std::string& dir) {
+  for (std::size_t pos = 1; pos <= dir.size(); ++pos) {
+    if (pos != dir.size() && dir[pos] != '/') continue;
+    std::string prefix = dir.substr(0, pos);
+    if (::mkdir(prefix.c_str(), 0700) != 0 && errno != EEXIST) {
+      throw sys_error("mkdir", prefix, errno);
+    }
+  }
+}
+
 UniqueFd open_lock_file(const std::string& dir, const std::string& path, bool durable) {
+  bool recreated = false;
   for (;;) {
     UniqueFd fd(::open(path.c_str(), kFlags));
     if (!fd.valid() && errno == ENOENT) {
       fd.reset(::open(path.c_str(), kFlags | O_CREAT | O_EXCL, 0600));
       if (!fd.valid() && errno == EEXIST) continue;  // another process created it first
+      if (!fd.valid() && errno == ENOENT && !recreated) {  // the directory itself is gone
+        ensure_directory(dir);
+        recreated = true;
+        continue;
+      }
       if (fd.valid() && durable) sync_dir(dir);
     }
     if (!fd.valid()) {

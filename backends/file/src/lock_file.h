@@ -7,7 +7,11 @@
 
 namespace dlock::file {
 
-// Opens the lock file `path` read-write, creating it (mode 0600) if missing. Never follows
+// mkdir -p `dir`, mode 0700 for every directory it creates. Throws Error(unavailable).
+void ensure_directory(const std::string& dir);
+
+// Opens the lock file `path` (in `dir`) read-write, creating it (mode 0600) if missing, and
+// `dir` too if it disappeared (a tmp cleaner, an operator). Never follows
 // a symlink at the last component; refuses anything but a regular file. With `durable`, a
 // newly created file's directory entry is fsync()ed so the file (and its fencing counter)
 // survives a power loss. Throws Error(unavailable) on failure.

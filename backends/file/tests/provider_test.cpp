@@ -47,7 +47,15 @@ TEST_F(FileProvider, BadUrisAreInvalidArguments) {
   { std::FILE* f = std::fopen(file.c_str(), "w"); std::fclose(f); }
   EXPECT_EQ(error_of("file://" + file), ErrorCode::invalid_argument);
   try {
+    dlock::open("file:///tmp/dlock%00x");
+    ADD_FAILURE() << "NUL accepted";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), ErrorCode::invalid_argument);
+    EXPECT_NE(e.message().find("NUL"), std::string::npos) << e.message();
+  }
+  try {
     dlock::open("file://somehost/x");
+    ADD_FAILURE() << "host accepted";
   } catch (const Error& e) {
     EXPECT_NE(e.message().find("file:///"), std::string::npos) << e.message();
   }
@@ -68,6 +76,22 @@ TEST_F(FileProvider, CreatesTheDirectoryPrivately) {
   EXPECT_EQ(caps.liveness, Liveness::session);
   EXPECT_EQ(caps.max_name_bytes, 1024u);
   EXPECT_EQ(p->uri(), "file://" + deep + "/?poll=50ms&fsync=false");
+}
+
+TEST_F(FileProvider, RecreatesAVanishedDirectory) {
+  auto p = open_provider();
+  auto q = open_provider();
+  std::filesystem::remove_all(dir_.path());
+  auto lease = p->try_lock("back");
+  ASSERT_TRUE(lease);
+  EXPECT_FALSE(q->try_lock("back"));
+  // Once the watcher has re-added its watch (within about a second), wake-ups push again.
+  std::optional<Lease> waited;
+  std::thread waiter([&] { waited = q->try_lock("back", Wait::for_duration(10s)); });
+  std::this_thread::sleep_for(1500ms);
+  lease->release();
+  waiter.join();
+  EXPECT_TRUE(waited);
 }
 
 TEST_F(FileProvider, TwoProvidersExcludeEachOther) {
