@@ -1,0 +1,164 @@
+// dlock::Mutex and dlock::SharedMutex: a distributed lock behind the std Lockable,
+// TimedLockable and SharedTimedLockable interfaces, so std::lock_guard, std::unique_lock,
+// std::scoped_lock and std::shared_lock work with it.
+//
+//   auto provider = dlock::open("redis://127.0.0.1:6379");
+//   dlock::Mutex m(provider, "nightly-report");
+//   if (std::unique_lock lk(m, std::chrono::seconds(2)); lk.owns_lock()) { … m.fencing_token() … }
+//
+// State machine (per object): unlocked --lock()/try_lock…() succeeds--> locked (one Lease)
+// --unlock()--> unlocked. The distributed owner is the locking thread (as std::timed_mutex),
+// so two threads of one process exclude each other exactly as two processes do.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <stop_token>
+#include <string>
+#include <thread>
+
+#include "dlock/lease.h"
+#include "dlock/options.h"
+#include "dlock/provider.h"
+#include "dlock/wait.h"
+
+namespace dlock {
+
+namespace detail {
+// A std duration as a Wait: zero or negative means try once; beyond ~30 years, forever
+// (so duration::max() never overflows the steady clock).
+template <class Rep, class Period>
+Wait wait_for(const std::chrono::duration<Rep, Period>& d) {
+  using Steady = std::chrono::steady_clock;
+  if (std::chrono::duration<double>(d) > std::chrono::duration<double>(std::chrono::hours(24 * 365 * 30))) {
+    return Wait::forever();
+  }
+  return Wait::for_duration(std::chrono::ceil<Steady::duration>(d));
+}
+// A deadline on any clock as a Wait (other clocks are converted through "time left now").
+template <class Clock, class Duration>
+Wait wait_until(const std::chrono::time_point<Clock, Duration>& t) {
+  if constexpr (std::is_same_v<Clock, std::chrono::steady_clock>) {
+    return Wait::until(std::chrono::time_point_cast<std::chrono::steady_clock::duration>(t));
+  } else {
+    return wait_for(t - Clock::now());
+  }
+}
+}  // namespace detail
+
+// An exclusive distributed lock on `name`, usable as a std TimedLockable.
+// Thread safety: all methods may be called from any thread. Not recursive: lock() by the
+// thread that holds it throws Error(would_deadlock) instead of deadlocking. unlock() may be
+// called from any thread (the hold is released for whoever locked it).
+// Every acquire throws what ILockProvider::acquire throws (invalid_argument, unavailable, …).
+class Mutex {
+ public:
+  // Locks `name` through `provider` with `options` (lease, max_hold, fair, cancel) for each
+  // acquisition. Throws Error(invalid_argument) if provider is null or options.owner is
+  // set (the owner is always the locking thread).
+  Mutex(std::shared_ptr<ILockProvider> provider, std::string name, AcquireOptions options = {});
+  // Releases a hold still held, best effort; never throws.
+  ~Mutex();
+  Mutex(const Mutex&) = delete;
+  Mutex& operator=(const Mutex&) = delete;
+
+  // Blocks until locked. Throws Error(cancelled) if options.cancel fires while waiting,
+  // Error(would_deadlock) if the calling thread already holds this Mutex.
+  void lock();
+  // One attempt, no waiting. True if locked.
+  [[nodiscard]] bool try_lock();
+  // Waits at most `d` (zero or negative: one attempt). True if locked.
+  template <class Rep, class Period>
+  [[nodiscard]] bool try_lock_for(const std::chrono::duration<Rep, Period>& d) {
+    return acquire(detail::wait_for(d));
+  }
+  // Waits until `t` (a past deadline: one attempt). True if locked.
+  template <class Clock, class Duration>
+  [[nodiscard]] bool try_lock_until(const std::chrono::time_point<Clock, Duration>& t) {
+    return acquire(detail::wait_until(t));
+  }
+  // Releases the hold. Never throws (std::unique_lock calls it from its destructor): a
+  // hold that cannot be released (server down) ends by itself with its lease or session.
+  // Does nothing when not locked. Check lost_token() before unlocking to learn whether
+  // the lock was still held.
+  void unlock() noexcept;
+
+  // While locked: the hold's fencing token (0 when unlocked).
+  std::uint64_t fencing_token() const;
+  // While locked: fires when the lock may no longer be held (a never-firing token when
+  // unlocked). Long work under the lock should watch it.
+  std::stop_token lost_token() const;
+  const std::string& name() const noexcept { return name_; }
+
+ private:
+  friend class SharedMutex;  // takes its shared holds with the same provider and options
+  bool acquire(Wait wait);
+
+  std::shared_ptr<ILockProvider> provider_;
+  std::string name_;
+  AcquireOptions options_;
+  mutable std::mutex mu_;      // guards lease_ and holder_, never held while waiting
+  std::optional<Lease> lease_;
+  std::thread::id holder_;
+};
+
+// A read-write distributed lock on `name`: exclusive holds as Mutex, plus shared holds for
+// std::shared_lock (many threads/processes read, one writes). Needs a provider with
+// Capabilities::read_write; otherwise the shared calls throw Error(unsupported).
+// Thread safety: all methods may be called from any thread; unlock_shared() must be called
+// by the thread that took the shared hold. Neither mode is recursive, and a thread reading
+// that asks to write is refused (an upgrade): both throw Error(would_deadlock).
+class SharedMutex {
+ public:
+  // As Mutex's constructor.
+  SharedMutex(std::shared_ptr<ILockProvider> provider, std::string name, AcquireOptions options = {});
+  // Releases holds still held, best effort; never throws.
+  ~SharedMutex();
+  SharedMutex(const SharedMutex&) = delete;
+  SharedMutex& operator=(const SharedMutex&) = delete;
+
+  // Exclusive holds: as Mutex.
+  void lock() { exclusive_.lock(); }
+  [[nodiscard]] bool try_lock() { return exclusive_.try_lock(); }
+  template <class Rep, class Period>
+  [[nodiscard]] bool try_lock_for(const std::chrono::duration<Rep, Period>& d) {
+    return exclusive_.try_lock_for(d);
+  }
+  template <class Clock, class Duration>
+  [[nodiscard]] bool try_lock_until(const std::chrono::time_point<Clock, Duration>& t) {
+    return exclusive_.try_lock_until(t);
+  }
+  void unlock() noexcept { exclusive_.unlock(); }
+
+  // Shared holds, one per thread: same contracts as the exclusive calls. Asking for shared
+  // while this thread holds it shared throws Error(would_deadlock).
+  void lock_shared();
+  [[nodiscard]] bool try_lock_shared();
+  template <class Rep, class Period>
+  [[nodiscard]] bool try_lock_shared_for(const std::chrono::duration<Rep, Period>& d) {
+    return acquire_shared(detail::wait_for(d));
+  }
+  template <class Clock, class Duration>
+  [[nodiscard]] bool try_lock_shared_until(const std::chrono::time_point<Clock, Duration>& t) {
+    return acquire_shared(detail::wait_until(t));
+  }
+  // Releases the calling thread's shared hold; never throws; does nothing if it has none.
+  void unlock_shared() noexcept;
+
+  // The exclusive hold's fencing token, else the calling thread's shared hold's, else 0.
+  std::uint64_t fencing_token() const;
+  const std::string& name() const noexcept { return exclusive_.name(); }
+
+ private:
+  bool acquire_shared(Wait wait);
+
+  Mutex exclusive_;
+  mutable std::mutex mu_;  // guards shared_
+  std::map<std::thread::id, Lease> shared_;
+};
+
+}  // namespace dlock

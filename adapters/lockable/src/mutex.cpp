@@ -1,0 +1,134 @@
+#include "dlock/adapters/mutex.h"
+
+#include "dlock/error.h"
+
+namespace dlock {
+namespace {
+
+void check_arguments(const std::shared_ptr<ILockProvider>& provider, const AcquireOptions& options) {
+  if (!provider) throw Error(ErrorCode::invalid_argument, "dlock::Mutex needs a provider");
+  if (options.owner) {
+    throw Error(ErrorCode::invalid_argument,
+                "dlock::Mutex takes no explicit owner: the locking thread is the owner");
+  }
+}
+
+// Releases best effort: a hold that cannot be released ends by itself.
+void release_quietly(Lease& lease) noexcept {
+  try {
+    lease.release();
+  } catch (...) {
+  }
+}
+
+}  // namespace
+
+Mutex::Mutex(std::shared_ptr<ILockProvider> provider, std::string name, AcquireOptions options)
+    : provider_(std::move(provider)), name_(std::move(name)), options_(std::move(options)) {
+  check_arguments(provider_, options_);
+}
+
+Mutex::~Mutex() { unlock(); }
+
+void Mutex::lock() {
+  if (!acquire(Wait::forever())) {
+    throw Error(ErrorCode::cancelled, "waiting for '" + name_ + "' was cancelled");
+  }
+}
+
+bool Mutex::try_lock() { return acquire(Wait::try_once()); }
+
+bool Mutex::acquire(Wait wait) {
+  {
+    std::lock_guard guard(mu_);
+    if (lease_ && holder_ == std::this_thread::get_id()) {
+      throw Error(ErrorCode::would_deadlock, "dlock::Mutex '" + name_ + "' is already held by this thread");
+    }
+  }
+  // Waiting happens without mu_: another thread's unlock() must be able to proceed.
+  std::optional<Lease> lease = provider_->try_acquire(name_, LockMode::exclusive, wait, options_);
+  if (!lease) return false;
+  std::lock_guard guard(mu_);
+  lease_ = std::move(lease);
+  holder_ = std::this_thread::get_id();
+  return true;
+}
+
+void Mutex::unlock() noexcept {
+  std::optional<Lease> lease;
+  {
+    std::lock_guard guard(mu_);
+    lease.swap(lease_);
+    holder_ = {};
+  }
+  // Released after lease_ is cleared, so the next holder never finds a stale lease_ here.
+  if (lease) release_quietly(*lease);
+}
+
+std::uint64_t Mutex::fencing_token() const {
+  std::lock_guard guard(mu_);
+  return lease_ ? lease_->fencing_token() : 0;
+}
+
+std::stop_token Mutex::lost_token() const {
+  std::lock_guard guard(mu_);
+  return lease_ ? lease_->lost_token() : std::stop_token{};
+}
+
+SharedMutex::SharedMutex(std::shared_ptr<ILockProvider> provider, std::string name, AcquireOptions options)
+    : exclusive_(std::move(provider), std::move(name), std::move(options)) {}
+
+SharedMutex::~SharedMutex() {
+  std::map<std::thread::id, Lease> shared;
+  {
+    std::lock_guard guard(mu_);
+    shared.swap(shared_);
+  }
+  for (auto& [thread, lease] : shared) release_quietly(lease);
+}
+
+void SharedMutex::lock_shared() {
+  if (!acquire_shared(Wait::forever())) {
+    throw Error(ErrorCode::cancelled, "waiting for '" + name() + "' (shared) was cancelled");
+  }
+}
+
+bool SharedMutex::try_lock_shared() { return acquire_shared(Wait::try_once()); }
+
+bool SharedMutex::acquire_shared(Wait wait) {
+  const auto self = std::this_thread::get_id();
+  {
+    std::lock_guard guard(mu_);
+    if (shared_.contains(self)) {
+      throw Error(ErrorCode::would_deadlock,
+                  "dlock::SharedMutex '" + name() + "' is already held shared by this thread");
+    }
+  }
+  std::optional<Lease> lease =
+      exclusive_.provider_->try_acquire(name(), LockMode::shared, wait, exclusive_.options_);
+  if (!lease) return false;
+  std::lock_guard guard(mu_);
+  shared_.emplace(self, std::move(*lease));
+  return true;
+}
+
+void SharedMutex::unlock_shared() noexcept {
+  std::optional<Lease> lease;
+  {
+    std::lock_guard guard(mu_);
+    auto it = shared_.find(std::this_thread::get_id());
+    if (it == shared_.end()) return;
+    lease = std::move(it->second);
+    shared_.erase(it);
+  }
+  release_quietly(*lease);
+}
+
+std::uint64_t SharedMutex::fencing_token() const {
+  if (std::uint64_t t = exclusive_.fencing_token(); t != 0) return t;
+  std::lock_guard guard(mu_);
+  auto it = shared_.find(std::this_thread::get_id());
+  return it == shared_.end() ? 0 : it->second.fencing_token();
+}
+
+}  // namespace dlock

@@ -1,0 +1,183 @@
+// dlock::Mutex / dlock::SharedMutex with the std lock types, on mem://.
+#include "dlock/adapters/mutex.h"
+
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <shared_mutex>
+#include <thread>
+#include <vector>
+
+#include "dlock/dlock.h"
+
+namespace dlock {
+namespace {
+
+using namespace std::chrono_literals;
+
+std::shared_ptr<ILockProvider> provider(const char* space) { return open(std::string("mem://") + space); }
+
+TEST(Mutex, ExcludesThreadsAndWorksWithStdLocks) {
+  Mutex m(provider("mutex-exclusion"), "counter");
+  int counter = 0;  // not atomic: only the lock protects it
+  std::atomic<int> inside{0};
+  std::atomic<bool> overlap{false};
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 4; ++t) {
+    threads.emplace_back([&] {
+      for (int i = 0; i < 25; ++i) {
+        std::lock_guard guard(m);
+        if (inside.fetch_add(1) != 0) overlap = true;
+        int seen = counter;
+        std::this_thread::yield();
+        counter = seen + 1;
+        inside.fetch_sub(1);
+      }
+    });
+  }
+  for (auto& t : threads) t.join();
+  EXPECT_FALSE(overlap.load());
+  EXPECT_EQ(counter, 100);
+}
+
+TEST(Mutex, TryLockFailsWhileAnotherThreadHoldsIt) {
+  auto p = provider("mutex-try");
+  Mutex m(p, "job");
+  std::unique_lock lk(m);
+  ASSERT_TRUE(lk.owns_lock());
+  EXPECT_NE(m.fencing_token(), 0u);
+  std::thread other([&] {
+    EXPECT_FALSE(m.try_lock());
+    auto start = std::chrono::steady_clock::now();
+    EXPECT_FALSE(m.try_lock_for(100ms));
+    auto waited = std::chrono::steady_clock::now() - start;
+    EXPECT_GE(waited, 90ms);
+    EXPECT_LT(waited, 2s);
+    EXPECT_FALSE(m.try_lock_until(std::chrono::system_clock::now() + 50ms));
+    EXPECT_FALSE(m.try_lock_for(-1s));  // negative: one attempt
+  });
+  other.join();
+  lk.unlock();
+  EXPECT_EQ(m.fencing_token(), 0u);
+  std::thread again([&] {
+    ASSERT_TRUE(m.try_lock_for(1s));
+    m.unlock();
+  });
+  again.join();
+}
+
+TEST(Mutex, TwoMutexObjectsOnOneNameExcludeEachOther) {
+  auto p = provider("mutex-two");
+  Mutex a(p, "name");
+  Mutex b(p, "name");
+  std::scoped_lock lk(a);
+  std::thread other([&] { EXPECT_FALSE(b.try_lock()); });
+  other.join();
+}
+
+TEST(Mutex, FencingTokensIncreaseAcrossHolds) {
+  Mutex m(provider("mutex-fencing"), "job");
+  m.lock();
+  auto first = m.fencing_token();
+  m.unlock();
+  m.lock();
+  EXPECT_GT(m.fencing_token(), first);
+  m.unlock();
+}
+
+TEST(Mutex, RelockingFromTheHoldingThreadIsRefused) {
+  Mutex m(provider("mutex-relock"), "job");
+  std::unique_lock lk(m);
+  try {
+    m.lock();
+    FAIL() << "expected would_deadlock";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), ErrorCode::would_deadlock);
+  }
+  EXPECT_THROW((void)m.try_lock(), Error);
+}
+
+TEST(Mutex, UnlockWhenNotLockedDoesNothing) {
+  Mutex m(provider("mutex-unlock"), "job");
+  m.unlock();
+  EXPECT_TRUE(m.try_lock());
+  m.unlock();
+  m.unlock();
+}
+
+TEST(Mutex, RejectsAnExplicitOwnerAndANullProvider) {
+  AcquireOptions o;
+  o.owner = "someone";
+  EXPECT_THROW(Mutex(provider("mutex-args"), "job", o), Error);
+  EXPECT_THROW(Mutex(nullptr, "job"), Error);
+}
+
+TEST(Mutex, LockIsCancelledThroughTheOptionsToken) {
+  auto p = provider("mutex-cancel");
+  Mutex holder(p, "job");
+  holder.lock();
+  std::stop_source stop;
+  AcquireOptions o;
+  o.cancel = stop.get_token();
+  Mutex waiter(p, "job", o);
+  std::thread t([&] {
+    try {
+      waiter.lock();
+      ADD_FAILURE() << "lock() returned while the lock was held";
+    } catch (const Error& e) {
+      EXPECT_EQ(e.code(), ErrorCode::cancelled);
+    }
+  });
+  std::this_thread::sleep_for(50ms);
+  stop.request_stop();
+  t.join();
+  holder.unlock();
+}
+
+TEST(Mutex, LostTokenFiresWhenMaxHoldIsReached) {
+  AcquireOptions o;
+  o.max_hold = 100ms;
+  Mutex m(provider("mutex-lost"), "job", o);
+  m.lock();
+  std::stop_token lost = m.lost_token();
+  auto deadline = std::chrono::steady_clock::now() + 3s;
+  while (!lost.stop_requested() && std::chrono::steady_clock::now() < deadline) std::this_thread::sleep_for(10ms);
+  EXPECT_TRUE(lost.stop_requested());
+  m.unlock();  // never throws, even though the lock was lost
+}
+
+TEST(SharedMutex, ReadersShareWritersExclude) {
+  auto p = provider("shared-rw");
+  SharedMutex m(p, "table");
+  std::shared_lock reader(m);
+  ASSERT_TRUE(reader.owns_lock());
+  EXPECT_NE(m.fencing_token(), 0u);
+  std::thread other([&] {
+    {
+      std::shared_lock second(m, std::try_to_lock);
+      EXPECT_TRUE(second.owns_lock());
+    }
+    EXPECT_FALSE(m.try_lock());  // a reader (the main thread) keeps the writer out
+  });
+  other.join();
+  EXPECT_THROW((void)m.try_lock_shared(), Error);  // this thread already reads
+  reader.unlock();
+  std::unique_lock writer(m, 1s);
+  ASSERT_TRUE(writer.owns_lock());
+  std::thread late_reader([&] { EXPECT_FALSE(m.try_lock_shared_for(20ms)); });
+  late_reader.join();
+}
+
+TEST(SharedMutex, UpgradeIsRefusedNotDeadlocked) {
+  SharedMutex m(provider("shared-upgrade"), "table");
+  std::shared_lock reader(m);
+  try {
+    (void)m.try_lock_for(1s);
+    FAIL() << "expected would_deadlock";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), ErrorCode::would_deadlock);
+  }
+}
+
+}  // namespace
+}  // namespace dlock
