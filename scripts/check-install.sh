@@ -51,4 +51,9 @@ run_logged "$work/pc-build.log" "$cxx" -std=c++20 -Wall -Wextra -Werror -Wpedant
   "$repo/tests/consumer/main.cpp" $flags -o "$work/consumer-pc"
 "$work/consumer-pc"
 
+if [[ -x "$prefix/bin/dlock" ]]; then
+  step "installed command line: $prefix/bin/dlock --help"
+  run_logged "$work/cli.log" "$prefix/bin/dlock" --help
+fi
+
 step "ok: both consumers built and ran against the installed prefix"

@@ -12,6 +12,7 @@
 #
 # Usage: scripts/test-all.sh
 # Env:   DLOCK_JOBS   parallel build/test jobs (default 2)
+#        DLOCK_BUILD_DIR / DLOCK_CLANG_BUILD_DIR  instead of build/ and build-clang/
 #        DLOCK_SKIP_CLANG=1  leave out step 6 (e.g. while iterating locally)
 #        and the servers' DLOCK_*_PORT / DLOCK_SERVERS_DIR (see scripts/servers.sh)
 set -uo pipefail
@@ -19,6 +20,8 @@ set -uo pipefail
 repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$repo"
 jobs=${DLOCK_JOBS:-2}
+build=${DLOCK_BUILD_DIR:-build}
+build_clang=${DLOCK_CLANG_BUILD_DIR:-build-clang}
 start_time=$SECONDS
 summary=()
 failed=0
@@ -99,21 +102,21 @@ configure() {  # BUILD_DIR BUILD_TYPE CMAKE_ARGS...
 }
 
 built=0
-if step "configure g++ (build/)" configure build Release -DCMAKE_CXX_COMPILER=g++ &&
-   step "build g++ (build/)" cmake --build build -j"$jobs"; then
+if step "configure g++ ($build/)" configure "$build" Release -DCMAKE_CXX_COMPILER=g++ &&
+   step "build g++ ($build/)" cmake --build "$build" -j"$jobs"; then
   built=1
 fi
 
 # --- 4. tests
 if ((built)); then
   # --timeout is only the default for tests that set no TIMEOUT of their own.
-  step "ctest (all labels)" ctest --test-dir build --output-on-failure -j"$jobs" --timeout 600
+  step "ctest (all labels)" ctest --test-dir "$build" --output-on-failure -j"$jobs" --timeout 600
 else
   skip "ctest (all labels)" "the g++ build failed"
 fi
 
 # --- 5. conformance table
-table=build/conformance/conformance-table.md
+table=$build/conformance/conformance-table.md
 if [[ -f "$table" ]]; then
   echo
   echo "===== $table"
@@ -126,13 +129,14 @@ if [[ "${DLOCK_SKIP_CLANG:-0}" == 1 ]]; then
 else
   # Debug: this build only checks that clang compiles the tree warning-free, and -O0 is the
   # quickest way there on two cores.
-  step "configure clang++-14 (build-clang/)" configure build-clang Debug -DCMAKE_CXX_COMPILER=clang++-14 &&
-    step "build clang++-14 (build-clang/)" cmake --build build-clang -j"$jobs"
+  step "configure clang++-14 ($build_clang/)" configure "$build_clang" Debug \
+      -DCMAKE_CXX_COMPILER=clang++-14 &&
+    step "build clang++-14 ($build_clang/)" cmake --build "$build_clang" -j"$jobs"
 fi
 
 # --- 7. install + consumer
 if ((built)); then
-  step "install + consumer check" scripts/check-install.sh build
+  step "install + consumer check" scripts/check-install.sh "$build"
 else
   skip "install + consumer check" "the g++ build failed"
 fi
