@@ -245,10 +245,12 @@ bool Subscriber::connect_and_resubscribe() noexcept {
       it = channels_.erase(it);
       continue;
     }
-    ch->wake_on_confirm = true;
+    // After a reconnect, releases published while we were away may have been missed.
+    ch->wake_on_confirm = had_connection_;
     dirty_.push_back(ch);
     ++it;
   }
+  had_connection_ = true;
   state_.store(State::up);
   changed_.notify_all();
   return true;

@@ -78,6 +78,7 @@ class Subscriber : public std::enable_shared_from_this<Subscriber> {
   std::atomic<std::size_t> entries_{0};
   bool stop_ = false;
   bool started_ = false;
+  bool had_connection_ = false;  // guarded by mu_
   int event_fd_ = -1;
   std::thread thread_;
   std::unique_ptr<Connection> conn_;  // only the thread touches it

@@ -1,0 +1,436 @@
+// The redis backend's atomic operations against a real server, through the SPI (no core
+// wait loop): key layout, owner checks, fencing, idempotent release, batch renewal,
+// read-write with writer preference, the fair queue and push wake-ups.
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <thread>
+
+#include "keys.h"
+#include "test_server.h"
+
+namespace dlock::redis::test {
+namespace {
+
+using namespace std::chrono_literals;
+using std::chrono::milliseconds;
+using HeldPtr = std::shared_ptr<spi::HeldLock>;
+
+struct Req {
+  std::string name;
+  std::string owner;
+  LockMode mode = LockMode::exclusive;
+  milliseconds lease = 10s;
+  bool fair = false;
+  bool will_wait = false;
+  std::string waiter;
+
+  spi::AttemptRequest get() const {
+    spi::AttemptRequest r;
+    r.name = name;
+    r.mode = mode;
+    r.owner_key = owner;
+    r.lease = lease;
+    r.fair = fair;
+    r.waiter_id = waiter.empty() ? owner : waiter;
+    r.will_wait = will_wait;
+    return r;
+  }
+};
+
+class RedisBackendTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    ASSERT_FALSE(shared_uri().empty()) << kNoServerMessage;
+    prefix_ = unique_prefix();
+    uri_ = with_params(shared_uri(), "prefix=" + prefix_ + "&fair_heartbeat=400ms");
+    backend_ = std::make_unique<RedisBackend>(parse_options(Uri::parse(uri_)));
+    raw_ = std::make_unique<Raw>(shared_uri());
+  }
+  void TearDown() override {
+    if (!raw_) return;
+    // Remove this test's keys.
+    Reply keys = raw_->cmd({"KEYS", prefix_ + "*"});
+    for (std::size_t i = 0; keys && i < keys->elements; ++i) {
+      raw_->cmd({"DEL", std::string_view(keys->element[i]->str, keys->element[i]->len)});
+    }
+  }
+
+  HeldPtr try_get(const Req& r) {
+    auto a = backend_->try_acquire(r.get());
+    auto* held = std::get_if<HeldPtr>(&a);
+    return held ? *held : nullptr;
+  }
+  LockKeys keys(std::string_view name) const { return LockKeys(prefix_, name, backend_->options().db); }
+
+  std::string prefix_, uri_;
+  std::unique_ptr<RedisBackend> backend_;
+  std::unique_ptr<Raw> raw_;
+};
+
+TEST_F(RedisBackendTest, KeyLayoutOnTheServer) {
+  const std::string name = "inv{x}:1 %";
+  auto held = try_get({name, "c1:alice"});
+  ASSERT_TRUE(held);
+  const auto k = keys(name);
+  EXPECT_EQ(k.hash, prefix_ + "{inv%7Bx%7D%3A1%20%25}");
+  EXPECT_EQ(raw_->string({"HGET", k.hash, "mode"}), "w");
+  EXPECT_EQ(raw_->string({"HGET", k.hash, "c1:alice"}), "1");  // field = owner key, value = holds
+  EXPECT_EQ(raw_->string({"GET", k.counter}), std::to_string(held->fencing_token()));
+  const long long pttl = raw_->integer({"PTTL", k.hash});
+  EXPECT_GT(pttl, 9000);
+  EXPECT_LE(pttl, 10000);
+  EXPECT_EQ(raw_->integer({"PTTL", k.counter}), -1);  // the fencing counter never expires
+  EXPECT_TRUE(backend_->release(*held));
+  EXPECT_EQ(raw_->integer({"EXISTS", k.hash}), 0);
+}
+
+TEST_F(RedisBackendTest, NamesCannotReachAnotherLocksKeys) {
+  // "a" and names that spell a's auxiliary keys or tag: all distinct locks.
+  auto a = try_get({"a", "c1:o"});
+  ASSERT_TRUE(a);
+  for (const std::string& other : std::vector<std::string>{"a}:t", "a}", "{a}", "a:r", "a%7D", std::string("a\0", 2), "A"}) {
+    auto h = try_get({other, "c2:o"});
+    ASSERT_TRUE(h) << "name " << other << " collided with a";
+    EXPECT_TRUE(backend_->release(*h));
+  }
+  EXPECT_EQ(raw_->string({"HGET", keys("a").hash, "c1:o"}), "1");
+  // Arbitrary bytes up to the documented maximum.
+  std::string big(1024, '\xff');
+  big[3] = '{';
+  auto b = try_get({big, "c1:o"});
+  ASSERT_TRUE(b);
+  EXPECT_TRUE(backend_->release(*b));
+  EXPECT_TRUE(backend_->release(*a));
+}
+
+TEST_F(RedisBackendTest, ExclusiveExcludesAndReportsTheHoldersTtl) {
+  auto a = try_get({"m", "c1:a", LockMode::exclusive, 5s});
+  ASSERT_TRUE(a);
+  auto busy = backend_->try_acquire(Req{"m", "c1:b"}.get());
+  ASSERT_TRUE(std::holds_alternative<spi::Busy>(busy));
+  auto after = std::get<spi::Busy>(busy).retry_after;
+  ASSERT_TRUE(after);
+  EXPECT_GT(*after, 4000ms);
+  EXPECT_LE(*after, 5000ms);
+  EXPECT_FALSE(try_get({"m", "c1:c", LockMode::shared}));
+  EXPECT_TRUE(backend_->release(*a));
+  EXPECT_TRUE(try_get({"m", "c1:b"}));
+}
+
+TEST_F(RedisBackendTest, ReleaseIsOwnerChecked) {
+  auto a = try_get({"r", "c1:a"});
+  ASSERT_TRUE(a);
+  RedisHeldLock forged("r", LockMode::exclusive, "c1:b", a->fencing_token(), a->expires_at());
+  EXPECT_FALSE(backend_->release(forged));
+  EXPECT_EQ(raw_->string({"HGET", keys("r").hash, "c1:a"}), "1");
+  EXPECT_TRUE(backend_->release(*a));
+  EXPECT_FALSE(backend_->release(forged));
+}
+
+TEST_F(RedisBackendTest, StaleHolderCannotReleaseOrExtend) {
+  auto stale = try_get({"s", "c1:a", LockMode::exclusive, 100ms});
+  ASSERT_TRUE(stale);
+  std::this_thread::sleep_for(200ms);
+  auto fresh = try_get({"s", "c1:b"});
+  ASSERT_TRUE(fresh) << "the expired lease did not free the lock";
+  EXPECT_GT(fresh->fencing_token(), stale->fencing_token());
+  spi::HeldLock* locks[] = {stale.get()};
+  spi::RenewStatus out[1];
+  backend_->extend_many(locks, 10s, out);
+  EXPECT_EQ(out[0], spi::RenewStatus::not_held);
+  EXPECT_FALSE(backend_->release(*stale));
+  EXPECT_EQ(raw_->string({"HGET", keys("s").hash, "c1:b"}), "1");
+  EXPECT_TRUE(backend_->release(*fresh));
+}
+
+TEST_F(RedisBackendTest, FencingTokensIncreaseAcrossHolders) {
+  std::uint64_t last = 0;
+  for (int i = 0; i < 5; ++i) {
+    auto h = try_get({"f", "c1:o" + std::to_string(i), i % 2 ? LockMode::shared : LockMode::exclusive});
+    ASSERT_TRUE(h);
+    EXPECT_GT(h->fencing_token(), last);
+    last = h->fencing_token();
+    EXPECT_TRUE(backend_->release(*h));
+  }
+  // Two readers at once get distinct tokens too.
+  auto r1 = try_get({"f", "c1:r1", LockMode::shared});
+  auto r2 = try_get({"f", "c1:r2", LockMode::shared});
+  ASSERT_TRUE(r1 && r2);
+  EXPECT_GT(r2->fencing_token(), r1->fencing_token());
+}
+
+TEST_F(RedisBackendTest, RetriedReleaseNeitherCountsTwiceNorLies) {
+  auto a = try_get({"rr", "c1:a"});
+  ASSERT_TRUE(a);
+  EXPECT_TRUE(backend_->release(*a));
+  auto b = try_get({"rr", "c1:b"});
+  ASSERT_TRUE(b);
+  // A retry of a's release (same request id, as after a lost reply) answers what the first
+  // one did and leaves b alone.
+  EXPECT_TRUE(backend_->release(*a));
+  EXPECT_EQ(raw_->string({"HGET", keys("rr").hash, "c1:b"}), "1");
+  const auto k = keys("rr");
+  EXPECT_EQ(raw_->string({"GET", k.latch(static_cast<RedisHeldLock&>(*a).release_id())}), "1");
+  EXPECT_GT(raw_->integer({"PTTL", k.latch(static_cast<RedisHeldLock&>(*a).release_id())}), 0);
+  EXPECT_TRUE(backend_->release(*b));
+}
+
+TEST_F(RedisBackendTest, BatchRenewalChecksEveryOwner) {
+  constexpr int kLocks = 250;
+  std::vector<HeldPtr> held;
+  for (int i = 0; i < kLocks; ++i) {
+    held.push_back(try_get({"batch" + std::to_string(i), "c1:o", i % 5 == 0 ? LockMode::shared : LockMode::exclusive, 2s}));
+    ASSERT_TRUE(held.back());
+  }
+  // One lock deleted, one taken over by someone else behind our back.
+  raw_->cmd({"DEL", keys("batch7").hash});
+  raw_->cmd({"DEL", keys("batch8").hash});
+  raw_->cmd({"HSET", keys("batch8").hash, "mode", "w", "c9:thief", "1"});
+  std::vector<spi::HeldLock*> ptrs;
+  for (auto& h : held) ptrs.push_back(h.get());
+  std::vector<spi::RenewStatus> out(kLocks, spi::RenewStatus::failed);
+  const auto before = std::chrono::steady_clock::now();
+  backend_->extend_many(ptrs, 60s, out);
+  for (int i = 0; i < kLocks; ++i) {
+    if (i == 7 || i == 8) {
+      EXPECT_EQ(out[i], spi::RenewStatus::not_held) << i;
+      continue;
+    }
+    ASSERT_EQ(out[i], spi::RenewStatus::renewed) << i;
+    EXPECT_GE(held[i]->expires_at(), before + 60s);
+  }
+  EXPECT_GT(raw_->integer({"PTTL", keys("batch0").hash}), 50000);   // a reader
+  EXPECT_GT(raw_->integer({"PTTL", keys("batch1").hash}), 50000);   // a writer
+  EXPECT_EQ(raw_->integer({"PTTL", keys("batch8").hash}), -1);      // the thief's key untouched
+}
+
+TEST_F(RedisBackendTest, ReadersShareAndEachExpiresOnItsOwn) {
+  auto r1 = try_get({"rw", "c1:r1", LockMode::shared, 150ms});
+  auto r2 = try_get({"rw", "c1:r2", LockMode::shared, 5s});
+  ASSERT_TRUE(r1 && r2);
+  EXPECT_FALSE(try_get({"rw", "c1:w"}));
+  std::this_thread::sleep_for(250ms);
+  // r1 crashed (never released): only r2 still counts.
+  EXPECT_FALSE(try_get({"rw", "c1:w"}));
+  spi::HeldLock* one[] = {r1.get()};
+  spi::RenewStatus out[1];
+  backend_->extend_many(one, 5s, out);
+  EXPECT_EQ(out[0], spi::RenewStatus::not_held) << "an expired reader was renewed";
+  EXPECT_FALSE(backend_->release(*r1));
+  EXPECT_TRUE(backend_->release(*r2));
+  auto w = try_get({"rw", "c1:w"});
+  ASSERT_TRUE(w);
+  EXPECT_FALSE(try_get({"rw", "c1:r3", LockMode::shared}));
+}
+
+TEST_F(RedisBackendTest, CrashedReaderFreesTheLockByItself) {
+  ASSERT_TRUE(try_get({"cr", "c1:r1", LockMode::shared, 100ms}));
+  std::this_thread::sleep_for(200ms);
+  EXPECT_TRUE(try_get({"cr", "c1:w"}));
+}
+
+TEST_F(RedisBackendTest, WaitingWriterKeepsNewReadersOut) {
+  auto r1 = try_get({"wp", "c1:r1", LockMode::shared});
+  ASSERT_TRUE(r1);
+  Req writer{"wp", "c1:w", LockMode::exclusive, 10s, false, true, "wait-w"};
+  EXPECT_FALSE(try_get(writer));  // busy, and now marked as waiting
+  EXPECT_FALSE(try_get({"wp", "c1:r2", LockMode::shared})) << "a new reader overtook the waiting writer";
+  EXPECT_TRUE(backend_->release(*r1));
+  auto w = try_get(writer);
+  ASSERT_TRUE(w);
+  EXPECT_EQ(raw_->integer({"EXISTS", keys("wp").marker}), 0);
+  EXPECT_TRUE(backend_->release(*w));
+  EXPECT_TRUE(try_get({"wp", "c1:r2", LockMode::shared}));
+}
+
+TEST_F(RedisBackendTest, AWriterThatGivesUpLetsReadersIn) {
+  auto r1 = try_get({"wg", "c1:r1", LockMode::shared});
+  ASSERT_TRUE(r1);
+  Req writer{"wg", "c1:w", LockMode::exclusive, 10s, false, true, "wait-w"};
+  EXPECT_FALSE(try_get(writer));
+  EXPECT_FALSE(try_get({"wg", "c1:r2", LockMode::shared}));
+  backend_->abandon(writer.get());
+  EXPECT_TRUE(try_get({"wg", "c1:r2", LockMode::shared}));
+}
+
+TEST_F(RedisBackendTest, FairWaitersAreServedInArrivalOrder) {
+  auto h = try_get({"fifo", "c1:h"});
+  ASSERT_TRUE(h);
+  std::vector<Req> waiters;
+  for (int i = 0; i < 3; ++i) {
+    waiters.push_back({"fifo", "c1:f" + std::to_string(i), LockMode::exclusive, 10s, true, true,
+                       "fw" + std::to_string(i)});
+    EXPECT_FALSE(try_get(waiters.back()));
+  }
+  EXPECT_EQ(raw_->integer({"ZCARD", keys("fifo").queue}), 3);
+  EXPECT_TRUE(backend_->release(*h));
+  // Nobody barges past the head: not a later fair waiter, not a newcomer, fair or not.
+  EXPECT_FALSE(try_get({"fifo", "c1:n"}));
+  EXPECT_FALSE(try_get({"fifo", "c1:nf", LockMode::exclusive, 10s, true, false, "nf"}));
+  EXPECT_FALSE(try_get(waiters[2]));
+  EXPECT_FALSE(try_get(waiters[1]));
+  for (int i = 0; i < 3; ++i) {
+    auto g = try_get(waiters[i]);
+    ASSERT_TRUE(g) << "waiter " << i << " was not served in order";
+    if (i + 1 < 3) {
+      EXPECT_FALSE(try_get(waiters[i + 1]));
+    }
+    EXPECT_TRUE(backend_->release(*g));
+  }
+  const auto k = keys("fifo");
+  for (const std::string* key : {&k.queue, &k.deadlines, &k.arrivals}) {
+    EXPECT_EQ(raw_->integer({"EXISTS", *key}), 0) << *key << " left behind";
+  }
+  EXPECT_TRUE(try_get({"fifo", "c1:n"}));
+}
+
+TEST_F(RedisBackendTest, FairTryOnceLeavesNoQueueEntry) {
+  auto h = try_get({"fo", "c1:h"});
+  ASSERT_TRUE(h);
+  EXPECT_FALSE(try_get({"fo", "c1:f", LockMode::exclusive, 10s, true, false, "once"}));
+  EXPECT_EQ(raw_->integer({"EXISTS", keys("fo").queue}), 0);
+}
+
+TEST_F(RedisBackendTest, DeadFairWaiterIsPurgedAfterItsHeartbeat) {
+  auto h = try_get({"dead", "c1:h"});
+  ASSERT_TRUE(h);
+  Req gone{"dead", "c1:gone", LockMode::exclusive, 10s, true, true, "gone"};
+  Req live{"dead", "c1:live", LockMode::exclusive, 10s, true, true, "live"};
+  EXPECT_FALSE(try_get(gone));
+  EXPECT_FALSE(try_get(live));
+  EXPECT_TRUE(backend_->release(*h));
+  EXPECT_FALSE(try_get(live));  // gone is still the head, within its heartbeat (400 ms)
+  // live keeps refreshing (every attempt), gone does not.
+  for (int i = 0; i < 4; ++i) {
+    std::this_thread::sleep_for(150ms);
+    if (auto g = try_get(live)) {
+      SUCCEED();
+      return;
+    }
+  }
+  FAIL() << "the dead head was not purged";
+}
+
+TEST_F(RedisBackendTest, AbandonRemovesTheQueueEntryAtOnce) {
+  auto h = try_get({"ab", "c1:h"});
+  ASSERT_TRUE(h);
+  Req first{"ab", "c1:a", LockMode::exclusive, 10s, true, true, "first"};
+  Req second{"ab", "c1:b", LockMode::exclusive, 10s, true, true, "second"};
+  EXPECT_FALSE(try_get(first));
+  EXPECT_FALSE(try_get(second));
+  backend_->abandon(first.get());
+  EXPECT_EQ(raw_->integer({"ZCARD", keys("ab").queue}), 1);
+  EXPECT_TRUE(backend_->release(*h));
+  EXPECT_TRUE(try_get(second));
+}
+
+TEST_F(RedisBackendTest, FairReadersFollowQueueOrder) {
+  auto w = try_get({"fr", "c1:w"});
+  ASSERT_TRUE(w);
+  Req r1{"fr", "c1:r1", LockMode::shared, 10s, true, true, "r1"};
+  Req w2{"fr", "c1:w2", LockMode::exclusive, 10s, true, true, "w2"};
+  Req r2{"fr", "c1:r2", LockMode::shared, 10s, true, true, "r2"};
+  EXPECT_FALSE(try_get(r1));
+  EXPECT_FALSE(try_get(w2));
+  EXPECT_FALSE(try_get(r2));
+  EXPECT_TRUE(backend_->release(*w));
+  auto g1 = try_get(r1);
+  ASSERT_TRUE(g1);
+  EXPECT_FALSE(try_get(r2)) << "r2 overtook the writer queued before it";
+  EXPECT_FALSE(try_get(w2));
+  EXPECT_TRUE(backend_->release(*g1));
+  auto g2 = try_get(w2);
+  ASSERT_TRUE(g2);
+  EXPECT_TRUE(backend_->release(*g2));
+  EXPECT_TRUE(try_get(r2));
+}
+
+// --- push wake-ups -------------------------------------------------------------------------
+
+struct Flag {
+  std::mutex mu;
+  std::condition_variable cv;
+  int count = 0;
+  std::function<void()> fn() {
+    return [this] {
+      std::lock_guard lock(mu);
+      ++count;
+      cv.notify_all();
+    };
+  }
+  bool wait(milliseconds d) {
+    std::unique_lock lock(mu);
+    return cv.wait_for(lock, d, [&] { return count > 0; });
+  }
+  int get() {
+    std::lock_guard lock(mu);
+    return count;
+  }
+};
+
+TEST_F(RedisBackendTest, ReleaseWakesAWaiterThroughPubSub) {
+  auto h = try_get({"pw", "c1:h"});
+  ASSERT_TRUE(h);
+  Req waiter{"pw", "c1:w", LockMode::exclusive, 10s, false, true, "pw-w"};
+  EXPECT_FALSE(try_get(waiter));
+  Flag woken;
+  auto reg = backend_->prepare_wait(waiter.get(), woken.fn());
+  ASSERT_TRUE(reg);
+  EXPECT_GE(reg->fallback_poll(), 500ms) << "subscribed, yet polling fast";
+  EXPECT_FALSE(try_get(waiter));
+  EXPECT_EQ(woken.get(), 0);
+  EXPECT_TRUE(backend_->release(*h));
+  EXPECT_TRUE(woken.wait(2s)) << "no wake-up after the release";
+  EXPECT_TRUE(try_get(waiter));
+}
+
+TEST_F(RedisBackendTest, FairReleaseWakesTheHeadByName) {
+  auto h = try_get({"pf", "c1:h"});
+  ASSERT_TRUE(h);
+  Req a{"pf", "c1:a", LockMode::exclusive, 10s, true, true, "pf-a"};
+  Req b{"pf", "c1:b", LockMode::exclusive, 10s, true, true, "pf-b"};
+  EXPECT_FALSE(try_get(a));
+  EXPECT_FALSE(try_get(b));
+  Flag wa, wb;
+  auto ra = backend_->prepare_wait(a.get(), wa.fn());
+  auto rb = backend_->prepare_wait(b.get(), wb.fn());
+  EXPECT_LE(ra->fallback_poll(), 400ms / 3 + 1ms) << "a fair waiter must refresh within its heartbeat";
+  EXPECT_TRUE(backend_->release(*h));
+  EXPECT_TRUE(wa.wait(2s));
+  std::this_thread::sleep_for(50ms);
+  EXPECT_EQ(wb.get(), 0) << "the second waiter was woken for the head's turn";
+  auto g = try_get(a);
+  ASSERT_TRUE(g);
+  EXPECT_TRUE(backend_->release(*g));
+  EXPECT_TRUE(wb.wait(2s));
+}
+
+TEST_F(RedisBackendTest, ExclusiveReleaseWakesOneLocalWaiterSharedWakesAll) {
+  auto h = try_get({"one", "c1:h"});
+  ASSERT_TRUE(h);
+  Flag f[3];
+  std::vector<std::unique_ptr<spi::WaitRegistration>> regs;
+  for (int i = 0; i < 3; ++i) {
+    Req w{"one", "c1:w" + std::to_string(i), LockMode::exclusive, 10s, false, true, "one" + std::to_string(i)};
+    regs.push_back(backend_->prepare_wait(w.get(), f[i].fn()));
+  }
+  EXPECT_TRUE(backend_->release(*h));
+  EXPECT_TRUE(f[0].wait(2s));
+  std::this_thread::sleep_for(50ms);
+  EXPECT_EQ(f[1].get() + f[2].get(), 0) << "an exclusive release woke a herd";
+
+  auto r = try_get({"all", "c1:r", LockMode::shared});
+  ASSERT_TRUE(r);
+  Flag g[3];
+  std::vector<std::unique_ptr<spi::WaitRegistration>> wregs;
+  for (int i = 0; i < 3; ++i) {
+    Req w{"all", "c1:w" + std::to_string(i), LockMode::exclusive, 10s, false, true, "all" + std::to_string(i)};
+    wregs.push_back(backend_->prepare_wait(w.get(), g[i].fn()));
+  }
+  EXPECT_TRUE(backend_->release(*r));
+  for (auto& x : g) EXPECT_TRUE(x.wait(2s));
+}
+
+}  // namespace
+}  // namespace dlock::redis::test

@@ -1,0 +1,105 @@
+#include "test_server.h"
+
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdlib>
+#include <filesystem>
+#include <random>
+#include <thread>
+#include <vector>
+
+#include "dlock/uri.h"
+
+namespace dlock::redis::test {
+
+const char* const kNoServerMessage =
+    "DLOCK_TEST_REDIS_URI is not set: the redis integration tests need a server. Run "
+    "scripts/servers.sh start redis && eval \"$(scripts/servers.sh env)\" (or export "
+    "DLOCK_TEST_REDIS_URI=redis://127.0.0.1:16379)";
+
+std::string shared_uri() {
+  const char* v = std::getenv("DLOCK_TEST_REDIS_URI");
+  return v ? std::string(v) : std::string();
+}
+
+std::string unique_prefix() {
+  std::random_device rd;
+  return "dlock-test:" + std::to_string(::getpid()) + ":" + std::to_string(rd()) + ":";
+}
+
+std::string with_params(const std::string& uri, const std::string& params) {
+  return uri + (uri.find('?') == std::string::npos ? "?" : "&") + params;
+}
+
+Raw::Raw(const std::string& uri) : options_(parse_options(Uri::parse(uri))) {
+  c_ = Connection::open(options_);
+}
+
+Reply Raw::cmd(std::initializer_list<std::string_view> args) {
+  if (c_->broken()) c_ = Connection::open(options_);
+  return c_->command(std::span<const std::string_view>(args.begin(), args.size()));
+}
+
+long long Raw::integer(std::initializer_list<std::string_view> args) {
+  Reply r = cmd(args);
+  if (r->type != REDIS_REPLY_INTEGER) c_->fail("raw command", r.get());
+  return r->integer;
+}
+
+std::optional<std::string> Raw::string(std::initializer_list<std::string_view> args) {
+  Reply r = cmd(args);
+  if (r->type == REDIS_REPLY_NIL) return std::nullopt;
+  if (r->type != REDIS_REPLY_STRING && r->type != REDIS_REPLY_STATUS) c_->fail("raw command", r.get());
+  return std::string(r->str, r->len);
+}
+
+PrivateServer::PrivateServer() {
+  char tmpl[] = "/tmp/dlock-redis-test-XXXXXX";
+  if (::mkdtemp(tmpl) == nullptr) return;
+  dir_ = tmpl;
+  socket_ = dir_ + "/redis.sock";
+  const std::string log = dir_ + "/redis.log";
+  std::vector<std::string> argv = {"redis-server", "--port", "0", "--unixsocket", socket_,
+                                   "--unixsocketperm", "700", "--save", "", "--appendonly", "no",
+                                   "--dir", dir_, "--logfile", log};
+  pid_ = ::fork();
+  if (pid_ == 0) {
+    std::vector<char*> args;
+    for (auto& a : argv) args.push_back(a.data());
+    args.push_back(nullptr);
+    ::execvp("redis-server", args.data());
+    ::_exit(127);
+  }
+  // Ready when it answers PING (bounded: a few seconds).
+  for (int i = 0; i < 300 && pid_ > 0; ++i) {
+    try {
+      Raw raw(uri());
+      if (raw.string({"PING"}) == "PONG") return;
+    } catch (const Error&) {
+    }
+    int status = 0;
+    if (::waitpid(pid_, &status, WNOHANG) == pid_) pid_ = -1;  // it died
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  if (pid_ > 0) {
+    ::kill(pid_, SIGKILL);
+    ::waitpid(pid_, nullptr, 0);
+    pid_ = -1;
+  }
+}
+
+PrivateServer::~PrivateServer() {
+  if (pid_ > 0) {
+    ::kill(pid_, SIGTERM);
+    ::waitpid(pid_, nullptr, 0);
+  }
+  if (!dir_.empty()) {
+    std::error_code ec;
+    std::filesystem::remove_all(dir_, ec);
+  }
+}
+
+}  // namespace dlock::redis::test

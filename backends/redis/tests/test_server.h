@@ -1,0 +1,59 @@
+// Test helpers for the redis integration tests: the shared test server, raw commands, and a
+// private server for tests that reconfigure it (auth, SCRIPT FLUSH, READONLY, OOM).
+#pragma once
+
+#include <sys/types.h>
+
+#include <initializer_list>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+
+#include "connection.h"
+#include "redis_backend.h"
+
+namespace dlock::redis::test {
+
+// DLOCK_TEST_REDIS_URI, or empty when unset (the fixtures then fail with a clear message).
+std::string shared_uri();
+extern const char* const kNoServerMessage;
+
+// A key prefix no other test run uses: "dlock-test:<pid>:<random>:".
+std::string unique_prefix();
+
+// `uri` with `params` ("a=1&b=2") appended.
+std::string with_params(const std::string& uri, const std::string& params);
+
+// Raw commands on a server, to look at and change its state.
+class Raw {
+ public:
+  explicit Raw(const std::string& uri);
+  Reply cmd(std::initializer_list<std::string_view> args);
+  long long integer(std::initializer_list<std::string_view> args);
+  std::optional<std::string> string(std::initializer_list<std::string_view> args);
+
+ private:
+  RedisOptions options_;
+  std::unique_ptr<Connection> c_;
+};
+
+// A redis-server of our own on a unix socket in a temp dir; stopped by the destructor.
+class PrivateServer {
+ public:
+  PrivateServer();
+  ~PrivateServer();
+  PrivateServer(const PrivateServer&) = delete;
+  PrivateServer& operator=(const PrivateServer&) = delete;
+  bool running() const { return pid_ > 0; }
+  const std::string& socket() const { return socket_; }
+  // redis+unix:///…/redis.sock
+  std::string uri() const { return "redis+unix://" + socket_; }
+
+ private:
+  std::string dir_;
+  std::string socket_;
+  pid_t pid_ = -1;
+};
+
+}  // namespace dlock::redis::test
