@@ -1,0 +1,89 @@
+// Contract 4: a holder that dies (SIGKILL, or exit without release) never blocks others for
+// longer than the backend's declared bound.
+#include <thread>
+
+#include "framework/conformance_test.h"
+#include "framework/hex.h"
+#include "framework/taker_client.h"
+
+namespace dlock::conformance {
+
+DLOCK_CONFORMANCE_SUITE(Crash);
+
+namespace {
+
+// Records the taker's hold, ending when it died.
+void record_dead_holder(SafetyChecker& c, const std::string& n, const Taker::Acquired& a, std::int64_t died) {
+  HoldRecord h;
+  h.name = n;
+  h.owner = "taker";
+  h.token = a.token;
+  h.start_ns = a.start_ns;
+  h.end_ns = died;
+  c.record(h);
+}
+
+}  // namespace
+
+TEST_P(Crash, SigkillOfTheHolderFreesTheLockWithinTheDeclaredBound) {
+  DLOCK_REQUIRE_CLAIM(cross_process);
+  auto p = open();
+  const auto n = name();
+  Taker taker(env().uri());
+  auto theirs = taker.acquire(n, milliseconds(0));
+  ASSERT_TRUE(theirs);
+  EXPECT_FALSE(p->try_lock(n).has_value());
+  const auto bound = p->capabilities().crash_release_bound;
+  const auto start = Clock::now();
+  const auto died = taker.kill9();
+  record_dead_holder(checker(), n, *theirs, died);
+  auto ours = track(*p, n, Wait::for_duration(bound + tol()));
+  ASSERT_TRUE(ours) << "a SIGKILLed holder kept the lock past the declared " << bound.count() << " ms";
+  std::cout << "[conformance] " << ctx().backend << " lock free " << ms_since(start)
+            << " ms after SIGKILL (declared bound " << bound.count() << " ms)\n";
+  EXPECT_LE(ms_since(start), (bound + tol()).count());
+}
+
+TEST_P(Crash, ExitWithoutReleaseFreesTheLockWithinTheDeclaredBound) {
+  DLOCK_REQUIRE_CLAIM(cross_process);
+  auto p = open();
+  const auto n = name();
+  Taker taker(env().uri());
+  auto theirs = taker.acquire(n, milliseconds(0));
+  ASSERT_TRUE(theirs);
+  const auto bound = p->capabilities().crash_release_bound;
+  const auto start = Clock::now();
+  const auto died = now_ns();
+  taker.abandon();
+  record_dead_holder(checker(), n, *theirs, died);
+  auto ours = track(*p, n, Wait::for_duration(bound + tol()));
+  ASSERT_TRUE(ours) << "an abandoned lock outlived the declared " << bound.count() << " ms";
+  EXPECT_LE(ms_since(start), (bound + tol()).count());
+}
+
+TEST_P(Crash, KilledWaiterDoesNotBlockTheLockForLong) {
+  DLOCK_REQUIRE_CLAIM(cross_process);
+  auto p = open();
+  auto third = open();
+  const auto n = name();
+  auto mine = track(*p, n, Wait::try_once());
+  ASSERT_TRUE(mine);
+  {
+    Taker waiter(env().uri());
+    // The taker blocks in a long wait (fair where claimed); it dies mid-wait.
+    waiter.send("acquire " + to_hex(n) + " ex 60000 0" + (claims().fair ? " fair" : ""));
+    std::this_thread::sleep_for(milliseconds(300));
+    waiter.kill9();
+  }
+  EXPECT_TRUE(mine->release());
+  AcquireOptions o;
+  o.fair = claims().fair;
+  const auto bound = p->capabilities().crash_release_bound;
+  const auto start = Clock::now();
+  auto next = track(*third, n, Wait::for_duration(bound + tol()), o);
+  EXPECT_TRUE(next) << "a waiter killed mid-wait blocks the lock";
+  std::cout << "[conformance] " << ctx().backend << " free " << ms_since(start)
+            << " ms after a killed waiter's holder released\n";
+}
+
+}  // namespace dlock::conformance

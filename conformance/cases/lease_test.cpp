@@ -1,0 +1,110 @@
+// Contracts 2, 4 and 5: explicit leases run out on time (and not before), a stale holder
+// cannot touch its successor's lock, the watchdog keeps a default lease alive, and max_hold
+// stops it.
+#include <thread>
+
+#include "framework/conformance_test.h"
+
+namespace dlock::conformance {
+
+DLOCK_CONFORMANCE_SUITE(Leases);
+
+namespace {
+constexpr milliseconds kLease{1000};
+}
+
+TEST_P(Leases, ExpiryFreesTheLockWithinLeasePlusTolerance) {
+  auto p = open();
+  auto other = open();
+  const auto n = name();
+  AcquireOptions o;
+  o.lease = kLease;
+  const auto start = Clock::now();
+  auto a = track(*p, n, Wait::try_once(), o);
+  ASSERT_TRUE(a);
+  auto b = track(*other, n, Wait::for_duration(kLease + tol() + tol()));
+  const auto took = ms_since(start);
+  ASSERT_TRUE(b) << "not free " << took << " ms after a " << kLease.count() << " ms lease";
+  EXPECT_GE(took, kLease.count() - 1) << "granted to another before the lease ran out";
+  EXPECT_LE(took, (kLease + tol()).count());
+  EXPECT_TRUE(a->lost_ns().has_value()) << "the expired holder was not told";
+  EXPECT_FALSE(a->lease().held());
+}
+
+TEST_P(Leases, StaleHolderCannotReleaseOrExtendTheNewHoldersLock) {
+  auto p = open();
+  auto other = open();
+  auto third = open();
+  const auto n = name();
+  AcquireOptions o;
+  o.lease = kLease;
+  auto stale = track(*p, n, Wait::try_once(), o);
+  ASSERT_TRUE(stale);
+  auto fresh = track(*other, n, Wait::for_duration(kLease + tol() * 2));
+  ASSERT_TRUE(fresh);
+  stale->stop_using();
+  DLOCK_EXPECT_ERROR(stale->lease().extend(milliseconds(5000)), ErrorCode::not_held);
+  EXPECT_FALSE(stale->lease().release()) << "a stale holder's release reported success";
+  EXPECT_TRUE(fresh->lease().held());
+  EXPECT_FALSE(third->try_lock(n).has_value()) << "the stale holder freed the new holder's lock";
+  EXPECT_TRUE(fresh->release());
+  EXPECT_TRUE(third->try_lock(n).has_value());
+}
+
+TEST_P(Leases, ExtendMovesTheExpiry) {
+  auto p = open();
+  auto other = open();
+  const auto n = name();
+  AcquireOptions o;
+  o.lease = kLease;
+  const auto start = Clock::now();
+  auto a = track(*p, n, Wait::try_once(), o);
+  ASSERT_TRUE(a);
+  std::this_thread::sleep_for(kLease / 2);
+  a->lease().extend(kLease * 2);  // now valid until ~2.5 leases after start
+  DLOCK_EXPECT_ERROR(a->lease().extend(milliseconds(0)), ErrorCode::invalid_argument);
+  std::this_thread::sleep_for(kLease);  // 1.5 leases after start: the original would be gone
+  EXPECT_FALSE(other->try_lock(n).has_value()) << "extend did not keep the lock";
+  EXPECT_TRUE(a->lease().held());
+  auto b = track(*other, n, Wait::for_duration(kLease * 2 + tol() * 2));
+  ASSERT_TRUE(b);
+  EXPECT_GE(ms_since(start), (kLease * 5 / 2).count() - 1);
+}
+
+TEST_P(Leases, WatchdogKeepsTheLockPastThreeLeases) {
+  auto p = open();
+  auto other = open();
+  const auto n = name();
+  auto a = track(*p, n, Wait::try_once());
+  ASSERT_TRUE(a);
+  const auto until = Clock::now() + lease() * 3 + lease() / 2;
+  while (Clock::now() < until) {
+    std::this_thread::sleep_for(lease() / 2);
+    EXPECT_FALSE(other->try_lock(n).has_value()) << "the watchdog let the lock go";
+    ASSERT_TRUE(a->lease().held());
+  }
+  EXPECT_FALSE(a->lost_ns().has_value());
+  EXPECT_GT(a->lease().expires_at(), Clock::now()) << "expires_at was not moved by renewal";
+  EXPECT_TRUE(a->release());
+  EXPECT_TRUE(other->try_lock(n).has_value());
+}
+
+TEST_P(Leases, MaxHoldStopsRenewalAndFiresTheLostSignal) {
+  auto p = open();
+  auto other = open();
+  const auto n = name();
+  AcquireOptions o;
+  o.max_hold = lease() * 3 / 2;
+  const auto start = Clock::now();
+  auto a = track(*p, n, Wait::try_once(), o);
+  ASSERT_TRUE(a);
+  EXPECT_TRUE(eventually([&] { return a->lost_ns().has_value(); }, *o.max_hold + lease() + tol()))
+      << "max_hold did not fire the lost signal";
+  const auto lost_after = ms_since(start);
+  EXPECT_GE(lost_after, o.max_hold->count() - 1) << "lost before max_hold";
+  auto b = track(*other, n, Wait::for_duration(lease() + tol() * 2));
+  EXPECT_TRUE(b) << "the lock was not freed after max_hold";
+  EXPECT_LE(ms_since(start), (*o.max_hold + lease() + tol()).count());
+}
+
+}  // namespace dlock::conformance

@@ -1,0 +1,118 @@
+// Network faults on networked backends: a server restart, a stalled network and reset
+// connections while a lock is held. The holder must be told (lost signal) before anyone else
+// is granted the lock — the safety checker fails any double grant — and fencing tokens must
+// keep increasing.
+#include <thread>
+
+#include "framework/conformance_test.h"
+#include "framework/tcp_proxy.h"
+
+namespace dlock::conformance {
+
+DLOCK_CONFORMANCE_SUITE(NetworkFaults);
+
+TEST_P(NetworkFaults, ServerRestartWhileHoldingNeverDoubleGrants) {
+  DLOCK_REQUIRE_CLAIM(server_restart);
+  auto p = open();
+  auto other = open();
+  const auto n = name();
+  auto a = track(*p, n, Wait::try_once());
+  ASSERT_TRUE(a);
+  const auto bound = p->capabilities().lost_signal_bound;
+  ASSERT_NO_THROW(env().restart_server());
+  // Contend at once: a grant before the holder is told would be a double grant.
+  auto b = track(*other, n, Wait::for_duration(bound + lease() + tol() * 2));
+  ASSERT_TRUE(b) << "the lock never became available after the restart";
+  EXPECT_TRUE(a->lost_ns().has_value() || a->lease().held())
+      << "the holder neither kept the lock nor was told it lost it";
+  // The checker (TearDown) fails the case if b was granted before a was signalled lost, or if
+  // b's token is not above a's.
+}
+
+TEST_P(NetworkFaults, StalledNetworkFiresLostAndNeverDoubleGrants) {
+  DLOCK_REQUIRE_CLAIM(network_faults);
+  const auto server = env().server();
+  ASSERT_TRUE(server);
+  TcpProxy proxy(server->host, server->port);
+  auto p = open({.via_port = proxy.port()});
+  auto other = open();
+  const auto n = name();
+  auto a = track(*p, n, Wait::try_once());
+  ASSERT_TRUE(a);
+  const auto bound = p->capabilities().lost_signal_bound;
+  const auto start = Clock::now();
+  proxy.set_mode(TcpProxy::Mode::blackhole);
+  auto b = track(*other, n, Wait::for_duration(lease() + bound + tol() * 2));
+  ASSERT_TRUE(b) << "the stalled holder's lease never ran out";
+  EXPECT_TRUE(eventually([&] { return a->lost_ns().has_value(); }, bound + tol()))
+      << "a holder cut off from its server was never told";
+  std::cout << "[conformance] " << ctx().backend << " stalled holder told after " << ms_since(start)
+            << " ms\n";
+  proxy.set_mode(TcpProxy::Mode::pass);
+  EXPECT_FALSE(a->lease().release()) << "the cut-off holder's release claimed success";
+  EXPECT_FALSE(open()->try_lock(n).has_value()) << "the cut-off holder's release freed the new holder";
+}
+
+TEST_P(NetworkFaults, ResetConnectionsFireLostAndNeverDoubleGrant) {
+  DLOCK_REQUIRE_CLAIM(network_faults);
+  const auto server = env().server();
+  ASSERT_TRUE(server);
+  TcpProxy proxy(server->host, server->port);
+  auto p = open({.via_port = proxy.port()});
+  auto other = open();
+  const auto n = name();
+  auto a = track(*p, n, Wait::try_once());
+  ASSERT_TRUE(a);
+  const auto bound = p->capabilities().lost_signal_bound;
+  proxy.set_mode(TcpProxy::Mode::refuse);  // every reconnection is reset too
+  proxy.reset_all();
+  auto b = track(*other, n, Wait::for_duration(lease() + bound + tol() * 2));
+  ASSERT_TRUE(b);
+  EXPECT_TRUE(eventually([&] { return a->lost_ns().has_value(); }, bound + tol()))
+      << "a holder whose connections were reset was never told";
+}
+
+TEST_P(NetworkFaults, OneResetThenRecoveryKeepsOrSignalsTheLock) {
+  DLOCK_REQUIRE_CLAIM(network_faults);
+  const auto server = env().server();
+  ASSERT_TRUE(server);
+  TcpProxy proxy(server->host, server->port);
+  auto p = open({.via_port = proxy.port()});
+  auto other = open();
+  const auto n = name();
+  auto a = track(*p, n, Wait::try_once());
+  ASSERT_TRUE(a);
+  proxy.reset_all();  // connections drop once; reconnecting works
+  // For three leases a contender keeps trying; it may win only after the holder was told.
+  const auto until = Clock::now() + lease() * 3;
+  std::unique_ptr<TrackedLease> b;
+  while (!b && Clock::now() < until) {
+    b = track(*other, n, Wait::for_duration(lease() / 4));
+  }
+  if (!b) {
+    EXPECT_TRUE(a->lease().held()) << "nobody holds the lock";
+    EXPECT_TRUE(a->release()) << "the holder could not release after reconnecting";
+  }
+  // Otherwise the checker verifies that a was told before b got the lock.
+}
+
+TEST_P(NetworkFaults, SlowNetworkStillWorksWithinBounds) {
+  DLOCK_REQUIRE_CLAIM(network_faults);
+  const auto server = env().server();
+  ASSERT_TRUE(server);
+  TcpProxy proxy(server->host, server->port);
+  proxy.set_delay(milliseconds(50));
+  auto p = open({.via_port = proxy.port()});
+  auto other = open();
+  const auto n = name();
+  auto a = track(*p, n, Wait::try_once());
+  ASSERT_TRUE(a);
+  EXPECT_FALSE(other->try_lock(n).has_value());
+  std::this_thread::sleep_for(lease() * 2);  // renewals through the slow link keep the lock
+  EXPECT_TRUE(a->lease().held());
+  EXPECT_FALSE(other->try_lock(n).has_value()) << "renewal over a 50 ms link failed";
+  EXPECT_TRUE(a->release());
+  EXPECT_TRUE(other->try_lock(n).has_value());
+}
+
+}  // namespace dlock::conformance

@@ -1,0 +1,164 @@
+// Contract 3: bounded waiting. Every kind of wait returns within its bound; a waiter is handed
+// the lock when it is released; a waiter that gives up leaves nothing behind.
+#include <atomic>
+#include <thread>
+#include <vector>
+
+#include "framework/conformance_test.h"
+
+namespace dlock::conformance {
+
+DLOCK_CONFORMANCE_SUITE(Waits);
+
+namespace {
+constexpr milliseconds kWait{200};
+}
+
+TEST_P(Waits, TryOnceReturnsAtOnce) {
+  auto holder = open();
+  auto other = open();
+  const auto n = name();
+  auto h = holder->try_lock(n);
+  ASSERT_TRUE(h);
+  const auto start = Clock::now();
+  EXPECT_FALSE(other->try_lock(n, Wait::try_once()).has_value());
+  EXPECT_FALSE(other->try_lock(n, Wait::for_duration(milliseconds(0))).has_value());
+  EXPECT_FALSE(other->try_lock(n, Wait::for_duration(milliseconds(-50))).has_value());
+  EXPECT_FALSE(other->try_lock(n, Wait::until(Clock::now() - std::chrono::seconds(1))).has_value());
+  EXPECT_LE(ms_since(start), tol().count()) << "four try-once calls";
+}
+
+TEST_P(Waits, DurationReturnsWithinItsBound) {
+  auto holder = open();
+  auto other = open();
+  const auto n = name();
+  auto h = holder->try_lock(n);
+  ASSERT_TRUE(h);
+  const auto start = Clock::now();
+  EXPECT_FALSE(other->try_lock(n, Wait::for_duration(kWait)).has_value());
+  const auto took = ms_since(start);
+  EXPECT_GE(took, kWait.count() - 1) << "gave up before the wait ran out";
+  EXPECT_LE(took, (kWait + tol()).count());
+}
+
+TEST_P(Waits, DeadlineReturnsWithinItsBound) {
+  auto holder = open();
+  auto other = open();
+  const auto n = name();
+  auto h = holder->try_lock(n);
+  ASSERT_TRUE(h);
+  const auto start = Clock::now();
+  EXPECT_FALSE(other->try_lock(n, Wait::until(start + kWait)).has_value());
+  const auto took = ms_since(start);
+  EXPECT_GE(took, kWait.count() - 1);
+  EXPECT_LE(took, (kWait + tol()).count());
+}
+
+TEST_P(Waits, AcquireThrowsTimedOutAndCancelled) {
+  auto holder = open();
+  auto other = open();
+  const auto n = name();
+  auto h = holder->try_lock(n);
+  ASSERT_TRUE(h);
+  DLOCK_EXPECT_ERROR(other->acquire(n, LockMode::exclusive, Wait::for_duration(milliseconds(50))),
+                     ErrorCode::timed_out);
+  std::stop_source stop;
+  stop.request_stop();
+  AcquireOptions o;
+  o.cancel = stop.get_token();
+  const auto start = Clock::now();
+  DLOCK_EXPECT_ERROR(other->acquire(n, LockMode::exclusive, Wait::forever(), o), ErrorCode::cancelled);
+  EXPECT_LE(ms_since(start), tol().count()) << "an already-cancelled wait must end at once";
+}
+
+TEST_P(Waits, InfiniteWaitEndsOnCancel) {
+  auto holder = open();
+  auto other = open();
+  const auto n = name();
+  auto h = holder->try_lock(n);
+  ASSERT_TRUE(h);
+  std::stop_source stop;
+  AcquireOptions o;
+  o.cancel = stop.get_token();
+  std::atomic<long long> returned_after{-1};
+  bool got = true;
+  Clock::time_point cancelled_at;
+  {
+    std::jthread waiter([&] {
+      auto lease = other->try_lock(n, Wait::forever(), o);
+      got = lease.has_value();
+      returned_after = std::chrono::duration_cast<milliseconds>(Clock::now() - cancelled_at).count();
+    });
+    std::this_thread::sleep_for(kWait);
+    cancelled_at = Clock::now();
+    stop.request_stop();
+  }
+  EXPECT_FALSE(got) << "a cancelled waiter got the lock";
+  EXPECT_LE(returned_after.load(), tol().count()) << "cancel took too long to end the wait";
+}
+
+TEST_P(Waits, WaiterIsHandedTheLockOnRelease) {
+  auto holder = open();
+  auto other = open();
+  const auto n = name();
+  auto h = track(*holder, n, Wait::try_once());
+  ASSERT_TRUE(h);
+  std::unique_ptr<TrackedLease> got;
+  Clock::time_point released_at;
+  long long handoff_ms = -1;
+  {
+    std::jthread waiter([&] {
+      got = track(*other, n, Wait::for_duration(std::chrono::seconds(10)));
+      handoff_ms = std::chrono::duration_cast<milliseconds>(Clock::now() - released_at).count();
+    });
+    std::this_thread::sleep_for(milliseconds(300));
+    released_at = Clock::now();
+    h->release();
+  }
+  ASSERT_TRUE(got);
+  std::cout << "[conformance] " << ctx().backend << " hand-off after release: " << handoff_ms << " ms\n";
+  if (claims().push_wakeup) {
+    EXPECT_LE(handoff_ms, tol().count()) << "push wake-up claimed, but the waiter took long to notice the release";
+  } else {
+    EXPECT_LE(handoff_ms, tol().count() + 1000);
+  }
+}
+
+TEST_P(Waits, GivenUpWaitersLeaveNothingBehind) {
+  auto holder = open();
+  auto waiters = open();
+  auto third = open();
+  const auto n = name();
+  auto h = holder->try_lock(n);
+  ASSERT_TRUE(h);
+  // Timed-out and cancelled waiters, fair ones too where fairness is claimed.
+  for (int i = 0; i < 6; ++i) {
+    AcquireOptions o;
+    o.fair = claims().fair && i % 2 == 0;
+    EXPECT_FALSE(waiters->try_lock(n, Wait::for_duration(milliseconds(30)), o).has_value());
+  }
+  {
+    std::vector<std::jthread> cancelled;
+    std::stop_source stop;
+    for (int i = 0; i < 4; ++i) {
+      cancelled.emplace_back([&, i] {
+        AcquireOptions o;
+        o.fair = claims().fair && i % 2 == 1;
+        o.cancel = stop.get_token();
+        EXPECT_FALSE(waiters->try_lock(n, Wait::forever(), o).has_value());
+      });
+    }
+    std::this_thread::sleep_for(milliseconds(150));
+    stop.request_stop();
+  }
+  EXPECT_TRUE(h->release());
+  // A leftover queue entry or waiter node would keep the next newcomer out.
+  const auto start = Clock::now();
+  AcquireOptions fair;
+  fair.fair = claims().fair;
+  auto next = third->try_lock(n, Wait::try_once(), fair);
+  EXPECT_TRUE(next.has_value()) << "a waiter that gave up left something that blocks the lock";
+  EXPECT_LE(ms_since(start), tol().count());
+}
+
+}  // namespace dlock::conformance

@@ -1,0 +1,113 @@
+// How a backend plugs into the conformance suite: one BackendContext per backend, registered
+// by a static Registrar in conformance/contexts/<backend>_context.cpp.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "dlock/options.h"
+
+namespace dlock::conformance {
+
+// What a backend claims. Cases gated on a claim the backend does not make are reported
+// "not claimed"; a claimed case that fails is a failure. The Capabilities-mirroring flags
+// are also checked against what the provider itself reports.
+struct Claims {
+  bool reentrant = false;
+  bool read_write = false;
+  bool fair = false;
+  bool fencing = false;
+  bool push_wakeup = false;
+  Liveness liveness = Liveness::lease;
+  bool cross_process = false;   // locks are shared between processes (taker cases)
+  bool network_faults = false;  // a TCP fault proxy can sit between client and server
+  bool server_restart = false;  // the test server can be restarted while a lock is held
+};
+
+struct HostPort {
+  std::string host;
+  std::uint16_t port = 0;
+};
+
+// Options for the URI of one provider in a case.
+struct UriOptions {
+  // Connect through this local port (a TcpProxy) instead of the server's own address.
+  std::optional<std::uint16_t> via_port;
+};
+
+// One case's isolated slice of a backend: its own directory, key prefix or database, so
+// cases never see each other's locks. Created in the fixture's SetUp, destroyed in TearDown.
+class BackendEnv {
+ public:
+  virtual ~BackendEnv() = default;
+
+  // A URI for a provider of this slice. Every provider of one env shares one lock namespace.
+  // The URI selects the backend's short default lease (BackendContext::short_lease).
+  virtual std::string uri(const UriOptions& options = {}) const = 0;
+
+  // Destroys the held lock `name` from outside, as a crash of the server-side state would:
+  // deletes the key, the file, or kills the session. Throws std::runtime_error on failure.
+  virtual void sabotage(std::string_view name) = 0;
+
+  // The server's address, for networked backends (the fault proxy's target).
+  virtual std::optional<HostPort> server() const { return std::nullopt; }
+
+  // Restarts the test server (blocking until it answers again). Throws std::runtime_error.
+  virtual void restart_server();
+
+  // Throws std::runtime_error if anything escaped the slice's namespace (a file outside its
+  // directory...). Backends that cannot tell do nothing.
+  virtual void check_namespace_contained() const {}
+};
+
+// A URI the backend must reject with invalid_argument, and a word the message must contain.
+struct MalformedUri {
+  std::string uri;
+  std::string must_mention;
+};
+
+struct BackendContext {
+  std::string backend;  // the CMake name, as in DLOCK_COMPILED_BACKENDS: "mem", "redis"
+  std::string scheme;   // the URI scheme registered with dlock::open
+  Claims claims;
+  // The default lease the env's URIs select: short, so lease and watchdog cases run fast.
+  std::chrono::milliseconds short_lease{2000};
+  // Slack added to every timing bound (scheduling noise, round trips).
+  std::chrono::milliseconds tolerance{400};
+  std::vector<MalformedUri> malformed_uris;
+  // A URI pointing at a port where nothing listens; "" when not networked.
+  std::function<std::string(std::uint16_t closed_port)> closed_port_uri;
+  // Creates one case's slice. Throws std::runtime_error when the backend's test server is not
+  // configured (e.g. "DLOCK_TEST_REDIS_URI not set"): the case then fails, never skips.
+  std::function<std::unique_ptr<BackendEnv>()> make_env;
+};
+
+// Adds `context` to the suite. Called from static Registrars.
+void register_context(BackendContext context);
+
+// Every registered context, in registration order.
+const std::vector<BackendContext>& registered_contexts();
+
+// The context for `backend`, or nullptr.
+const BackendContext* find_context(std::string_view backend);
+
+// Which backends this run covers: set from --backend=a,b before gtest registers the cases;
+// empty means every registered backend.
+void select_backends(std::vector<std::string> backends);
+std::vector<std::string> selected_backends();
+
+// The backends compiled into dlock::dlock (the DLOCK_COMPILED_BACKENDS CMake variable).
+std::vector<std::string> compiled_backends();
+
+struct Registrar {
+  explicit Registrar(BackendContext (*make)()) { register_context(make()); }
+};
+
+}  // namespace dlock::conformance
