@@ -1,0 +1,167 @@
+#include "run_command.h"
+
+#include <atomic>
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <iostream>
+#include <optional>
+#include <stop_token>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "child.h"
+#include "default_uri.h"
+#include "dlock/dlock.h"
+#include "exit_codes.h"
+#include "signals.h"
+
+extern char** environ;
+
+namespace dlock::cli {
+namespace {
+
+// While alive, a forwarded signal cancels `cancel` (a user's Ctrl-C ends the wait for the
+// lock). finish() stops the watcher and tells which signal, if any, cancelled.
+class CancelOnSignal {
+ public:
+  CancelOnSignal(SignalFd& signals, std::stop_source cancel)
+      : thread_([this, &signals, cancel]() mutable { watch(signals, cancel); }) {}
+  ~CancelOnSignal() { finish(); }
+  CancelOnSignal(const CancelOnSignal&) = delete;
+  CancelOnSignal& operator=(const CancelOnSignal&) = delete;
+
+  int finish() {
+    if (thread_.joinable()) {
+      stop_.notify();
+      thread_.join();
+    }
+    return signal_.load();
+  }
+
+ private:
+  void watch(SignalFd& signals, std::stop_source& cancel) {
+    for (;;) {
+      int which = wait_readable({signals.fd(), stop_.fd()}, std::nullopt);
+      if (which == 1) return;
+      if (which != 0) continue;  // EINTR
+      while (std::optional<int> sig = signals.read()) {
+        if (*sig == SIGCHLD || signal_.load() != 0) continue;
+        signal_.store(*sig);
+        cancel.request_stop();
+      }
+    }
+  }
+
+  EventFd stop_;
+  std::atomic<int> signal_{0};
+  std::thread thread_;  // last: starts once the members above exist
+};
+
+// The name as it can be printed safely: non-printable bytes as \xNN.
+std::string printable(const std::string& name) {
+  std::string out;
+  for (unsigned char c : name) {
+    if (c >= 0x20 && c < 0x7f && c != '\\') {
+      out += static_cast<char>(c);
+    } else {
+      char buf[5];
+      std::snprintf(buf, sizeof buf, "\\x%02X", c);
+      out += buf;
+    }
+  }
+  return out;
+}
+
+// This process's environment with DLOCK_NAME and DLOCK_FENCING_TOKEN set to ours.
+std::vector<std::string> child_environment(const Lease& lease) {
+  std::vector<std::string> env;
+  for (char** e = environ; e != nullptr && *e != nullptr; ++e) {
+    std::string_view entry(*e);
+    if (entry.starts_with("DLOCK_NAME=") || entry.starts_with("DLOCK_FENCING_TOKEN=")) continue;
+    env.emplace_back(entry);
+  }
+  env.push_back("DLOCK_NAME=" + lease.name());
+  env.push_back("DLOCK_FENCING_TOKEN=" + std::to_string(lease.fencing_token()));
+  return env;
+}
+
+// Releases; true if a held lock was released. A failure is a warning, not an exit status:
+// the command's status matters more, and the lock ends by itself.
+bool release_quietly(Lease& lease, const std::string& shown) {
+  try {
+    return lease.release();
+  } catch (const Error& e) {
+    std::cerr << "dlock: warning: could not release lock '" << shown << "' (" << e.what()
+              << "); it ends by itself when its lease or session does\n";
+    return false;
+  }
+}
+
+int run_with_signals(const RunArgs& args, SignalFd& signals) {
+  const std::string shown = printable(args.name);
+  EventFd lost;  // outlives the lease, whose on_lost callback raises it
+  std::shared_ptr<ILockProvider> provider = dlock::open(resolve_uri(args.uri));
+
+  AcquireOptions options;
+  options.lease = args.lease;
+  options.max_hold = args.max_hold;
+  std::stop_source cancel;
+  options.cancel = cancel.get_token();
+  const Wait wait = args.wait ? Wait::for_duration(*args.wait) : Wait::forever();
+  const LockMode mode = args.shared ? LockMode::shared : LockMode::exclusive;
+
+  std::optional<Lease> lease;
+  int cancelled_by = 0;
+  {
+    CancelOnSignal watcher(signals, cancel);
+    lease = provider->try_acquire(args.name, mode, wait, options);
+    cancelled_by = watcher.finish();
+  }
+  if (cancelled_by != 0) {
+    if (lease) release_quietly(*lease, shown);
+    return 128 + cancelled_by;
+  }
+  if (!lease) {
+    std::cerr << "dlock: lock '" << shown << "' not acquired within "
+              << (args.wait ? format_duration(*args.wait) : "the wait") << "\n";
+    return kExitNotAcquired;
+  }
+  if (args.verbose) {
+    std::cerr << "dlock: acquired '" << shown << "' token " << lease->fencing_token() << " on "
+              << provider->uri() << "\n";
+  }
+  lease->on_lost([&lost] { lost.notify(); });
+
+  pid_t pid = spawn_command(args.command, child_environment(*lease), signals.original_mask());
+  if (pid < 0) {
+    release_quietly(*lease, shown);
+    std::cerr << "dlock: cannot run " << args.command[0] << ": " << std::strerror(-pid) << "\n";
+    return pid == -ENOENT ? kExitNotFound : kExitCannotRun;
+  }
+
+  ChildExit exit = supervise(pid, signals, lost, args.grace, [&] {
+    std::cerr << "dlock: lock '" << shown << "' lost; stopping the command (SIGTERM, SIGKILL after "
+              << format_duration(args.grace) << ")\n";
+  });
+  if (release_quietly(*lease, shown) && args.verbose) std::cerr << "dlock: released '" << shown << "'\n";
+  return exit.lost ? kExitLockLost : exit.status;
+}
+
+}  // namespace
+
+int run_locked(const RunArgs& args) {
+  try {
+    SignalFd signals;  // first: every thread dlock starts inherits the blocked mask
+    return run_with_signals(args, signals);
+  } catch (const Error& e) {
+    std::cerr << "dlock: " << e.what() << "\n";
+    return exit_code_for(e.code());
+  } catch (const std::exception& e) {
+    std::cerr << "dlock: internal error: " << e.what() << "\n";
+    return kExitInternal;
+  }
+}
+
+}  // namespace dlock::cli

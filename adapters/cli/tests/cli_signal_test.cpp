@@ -1,0 +1,90 @@
+// `dlock run` and signals: forwarding to the command, cancelling a wait, a lost lock.
+#include <gtest/gtest.h>
+
+#include <signal.h>
+
+#include <filesystem>
+#include <thread>
+
+#include "process.h"
+
+namespace dlock::cli::testing {
+namespace {
+
+using std::chrono::milliseconds;
+
+TEST(CliSignals, SigtermIsForwardedAndTheCommandsStatusReturned) {
+  Sandbox box;
+  auto ready = box.dir() / "ready";
+  pid_t p = box.start({"run", "--uri", box.file_uri(), "job", "--", "sh", "-c",
+                       "trap 'echo trapped; exit 3' TERM; touch '" + ready.string() +
+                           "'; while :; do sleep 0.05; done"});
+  ASSERT_TRUE(box.wait_ready(p, ready)) << box.wait(p).err;
+  ::kill(p, SIGTERM);
+  auto r = box.wait(p, milliseconds(5000));
+  EXPECT_TRUE(r.exited) << "dlock must not die of the signal itself";
+  EXPECT_EQ(r.code, 3) << r.err;
+  EXPECT_EQ(r.out, "trapped\n");
+  auto after = box.run({"run", "--uri", box.file_uri(), "--wait", "0", "job", "--", "true"});
+  EXPECT_EQ(after.code, 0) << after.err;
+}
+
+TEST(CliSignals, SigintIsForwarded) {
+  Sandbox box;
+  auto ready = box.dir() / "ready";
+  pid_t p = box.start({"run", "--uri", box.file_uri(), "job", "--", "sh", "-c",
+                       "touch '" + ready.string() + "'; exec sleep 30"});
+  ASSERT_TRUE(box.wait_ready(p, ready)) << box.wait(p).err;
+  ::kill(p, SIGINT);
+  auto r = box.wait(p, milliseconds(5000));
+  EXPECT_TRUE(r.exited);
+  EXPECT_EQ(r.code, 128 + SIGINT) << r.err;
+}
+
+TEST(CliSignals, ASignalWhileWaitingCancelsTheWait) {
+  Sandbox box;
+  auto ready = box.dir() / "ready";
+  pid_t holder = box.start({"run", "--uri", box.file_uri(), "job", "--", "sh", "-c",
+                            "touch '" + ready.string() + "'; exec sleep 30"});
+  ASSERT_TRUE(box.wait_ready(holder, ready)) << box.wait(holder).err;
+  pid_t waiter = box.start({"run", "--uri", box.file_uri(), "job", "--", "touch",
+                            (box.dir() / "waiter-ran").string()});
+  std::this_thread::sleep_for(milliseconds(500));  // let it start waiting
+  ::kill(waiter, SIGINT);
+  auto r = box.wait(waiter, milliseconds(3000));
+  EXPECT_TRUE(r.exited) << "dlock must handle the signal, not die of it";
+  EXPECT_EQ(r.code, 128 + SIGINT) << r.err;
+  EXPECT_FALSE(std::filesystem::exists(box.dir() / "waiter-ran"));
+  ::kill(holder, SIGTERM);
+  EXPECT_EQ(box.wait(holder).code, 128 + SIGTERM);
+}
+
+TEST(CliSignals, LostLockStopsTheCommandWithSigtermAndExits70) {
+  for (const char* uri : {"mem://", "file"}) {
+    SCOPED_TRACE(uri);
+    Sandbox box;
+    std::string u = std::string(uri) == "file" ? box.file_uri() : uri;
+    auto r = box.run({"run", "--uri", u, "--max-hold", "300ms", "job", "--", "sh", "-c",
+                      "trap 'echo stopped; exit 0' TERM; while :; do sleep 0.05; done"},
+                     {}, milliseconds(10000));
+    EXPECT_TRUE(r.exited);
+    EXPECT_EQ(r.code, 70) << r.err;
+    EXPECT_EQ(r.out, "stopped\n");
+    EXPECT_NE(r.err.find("lost"), std::string::npos) << r.err;
+    EXPECT_GE(r.elapsed, milliseconds(250));
+    EXPECT_LT(r.elapsed, milliseconds(4000));
+  }
+}
+
+TEST(CliSignals, ACommandIgnoringSigtermIsKilledAfterTheGrace) {
+  Sandbox box;
+  auto r = box.run({"run", "--uri", "mem://", "--max-hold", "200ms", "--grace", "300ms", "job", "--", "sh",
+                    "-c", "trap '' TERM; while :; do sleep 0.05; done"});
+  EXPECT_TRUE(r.exited);
+  EXPECT_EQ(r.code, 70) << r.err;
+  EXPECT_GE(r.elapsed, milliseconds(450));
+  EXPECT_LT(r.elapsed, milliseconds(4000));
+}
+
+}  // namespace
+}  // namespace dlock::cli::testing

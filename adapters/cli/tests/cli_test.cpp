@@ -1,0 +1,130 @@
+// `dlock run` end to end: exit statuses, environment, waiting, the default lock directory.
+#include <gtest/gtest.h>
+
+#include <sys/stat.h>
+
+#include <filesystem>
+
+#include "process.h"
+
+namespace dlock::cli::testing {
+namespace {
+
+using std::chrono::milliseconds;
+
+TEST(CliRun, PassesTheCommandsExitStatusThrough) {
+  Sandbox box;
+  auto ok = box.run({"run", "--uri", box.file_uri(), "job", "--", "sh", "-c", "exit 0"});
+  EXPECT_TRUE(ok.exited);
+  EXPECT_EQ(ok.code, 0) << ok.err;
+  auto seven = box.run({"run", "--uri", box.file_uri(), "job", "--", "sh", "-c", "exit 7"});
+  EXPECT_TRUE(seven.exited);
+  EXPECT_EQ(seven.code, 7) << seven.err;
+}
+
+TEST(CliRun, ACommandKilledBySignalGives128PlusSignal) {
+  Sandbox box;
+  auto r = box.run({"run", "--uri", box.file_uri(), "job", "--", "sh", "-c", "kill -KILL $$"});
+  EXPECT_TRUE(r.exited);  // dlock itself exits normally
+  EXPECT_EQ(r.code, 128 + 9) << r.err;
+}
+
+TEST(CliRun, CommandSeesNameAndIncreasingFencingTokens) {
+  Sandbox box;
+  const std::vector<std::string> cmd = {"run", "--uri", box.file_uri(), "order:42", "--", "sh", "-c",
+                                        "printf '%s %s' \"$DLOCK_NAME\" \"$DLOCK_FENCING_TOKEN\""};
+  // A stale value in dlock's own environment must not leak through.
+  auto first = box.run(cmd, {{"DLOCK_FENCING_TOKEN", "999999999"}, {"DLOCK_NAME", "bogus"}});
+  auto second = box.run(cmd);
+  ASSERT_EQ(first.code, 0) << first.err;
+  ASSERT_EQ(second.code, 0) << second.err;
+  ASSERT_TRUE(first.out.starts_with("order:42 ")) << first.out;
+  ASSERT_TRUE(second.out.starts_with("order:42 ")) << second.out;
+  unsigned long long t1 = std::stoull(first.out.substr(9));
+  unsigned long long t2 = std::stoull(second.out.substr(9));
+  EXPECT_GT(t1, 0u);
+  EXPECT_LT(t1, 999999999u);
+  EXPECT_GT(t2, t1);
+}
+
+TEST(CliRun, GivesUpWith75AfterTheWaitWhileAnotherProcessHoldsTheLock) {
+  Sandbox box;
+  auto ready = box.dir() / "ready";
+  pid_t holder = box.start({"run", "--uri", box.file_uri(), "job", "--", "sh", "-c",
+                            "touch '" + ready.string() + "'; exec sleep 30"});
+  ASSERT_TRUE(box.wait_ready(holder, ready)) << box.wait(holder).err;
+
+  auto timed = box.run({"run", "--uri", box.file_uri(), "--wait", "200ms", "job", "--", "true"});
+  EXPECT_TRUE(timed.exited);
+  EXPECT_EQ(timed.code, 75) << timed.err;
+  EXPECT_GE(timed.elapsed, milliseconds(190));
+  EXPECT_LT(timed.elapsed, milliseconds(1500));
+  EXPECT_NE(timed.err.find("not acquired"), std::string::npos) << timed.err;
+
+  auto once = box.run({"run", "--uri", box.file_uri(), "--wait", "0", "job", "--", "true"});
+  EXPECT_EQ(once.code, 75) << once.err;
+  EXPECT_LT(once.elapsed, milliseconds(1000));
+
+  // Another name is independent.
+  auto other = box.run({"run", "--uri", box.file_uri(), "--wait", "0", "other", "--", "true"});
+  EXPECT_EQ(other.code, 0) << other.err;
+
+  ::kill(holder, SIGTERM);
+  auto held = box.wait(holder, milliseconds(5000));
+  EXPECT_EQ(held.code, 128 + SIGTERM) << held.err;
+  auto after = box.run({"run", "--uri", box.file_uri(), "--wait", "0", "job", "--", "true"});
+  EXPECT_EQ(after.code, 0) << "the lock must be free once the holder exited: " << after.err;
+}
+
+TEST(CliRun, AWaiterRunsAsSoonAsTheHolderFinishes) {
+  Sandbox box;
+  auto ready = box.dir() / "ready";
+  pid_t holder = box.start({"run", "--uri", box.file_uri(), "job", "--", "sh", "-c",
+                            "touch '" + ready.string() + "'; sleep 0.5"});
+  ASSERT_TRUE(box.wait_ready(holder, ready)) << box.wait(holder).err;
+  auto waiter = box.run({"run", "--uri", box.file_uri(), "--wait", "10s", "job", "--", "echo", "mine"});
+  EXPECT_EQ(waiter.code, 0) << waiter.err;
+  EXPECT_EQ(waiter.out, "mine\n");
+  EXPECT_GE(waiter.elapsed, milliseconds(300));
+  EXPECT_LT(waiter.elapsed, milliseconds(5000));
+  EXPECT_EQ(box.wait(holder).code, 0);
+}
+
+TEST(CliRun, MissingCommandGives127) {
+  Sandbox box;
+  auto r = box.run({"run", "--uri", box.file_uri(), "job", "--", "no-such-command-dlock-test"});
+  EXPECT_EQ(r.code, 127);
+  EXPECT_NE(r.err.find("no-such-command-dlock-test"), std::string::npos) << r.err;
+  auto after = box.run({"run", "--uri", box.file_uri(), "--wait", "0", "job", "--", "true"});
+  EXPECT_EQ(after.code, 0) << "the lock must have been released: " << after.err;
+}
+
+TEST(CliRun, DefaultUriIsAPrivateDirUnderXdgRuntimeDir) {
+  Sandbox box;
+  auto r = box.run({"run", "-v", "job", "--", "true"});
+  ASSERT_EQ(r.code, 0) << r.err;
+  struct stat st {};
+  ASSERT_EQ(::stat((box.dir() / "dlock").c_str(), &st), 0);
+  EXPECT_TRUE(S_ISDIR(st.st_mode));
+  EXPECT_EQ(st.st_mode & 0777, 0700u);
+  EXPECT_NE(r.err.find("file://"), std::string::npos) << r.err;
+}
+
+TEST(CliRun, DlockUriEnvironmentVariableIsUsed) {
+  Sandbox box;
+  auto r = box.run({"run", "-v", "job", "--", "true"}, {{"DLOCK_URI", "mem://"}});
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(r.err.find("mem://"), std::string::npos) << r.err;
+}
+
+TEST(CliRun, RefusesADefaultDirOthersCanWrite) {
+  Sandbox box;
+  std::filesystem::create_directory(box.dir() / "dlock");
+  ::chmod((box.dir() / "dlock").c_str(), 0777);
+  auto r = box.run({"run", "job", "--", "true"});
+  EXPECT_EQ(r.code, 69) << r.err;
+  EXPECT_NE(r.err.find("0700"), std::string::npos) << r.err;
+}
+
+}  // namespace
+}  // namespace dlock::cli::testing

@@ -1,0 +1,64 @@
+// `dlock` misuse: every mistake is one clear line on stderr and exit status 64.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+
+#include "process.h"
+
+namespace dlock::cli::testing {
+namespace {
+
+void expect_usage_error(const Finished& r, const std::string& mentions) {
+  EXPECT_TRUE(r.exited);
+  EXPECT_EQ(r.code, 64) << r.err;
+  EXPECT_NE(r.err.find(mentions), std::string::npos) << "stderr: " << r.err;
+  EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << "one line expected: " << r.err;
+  EXPECT_TRUE(r.out.empty()) << r.out;
+}
+
+TEST(CliUsage, BadDurationIsNamed) {
+  Sandbox box;
+  expect_usage_error(box.run({"run", "--wait", "5x", "job", "--", "true"}), "5x");
+  expect_usage_error(box.run({"run", "--wait", "5", "job", "--", "true"}), "'5'");
+  expect_usage_error(box.run({"run", "--grace", "-1s", "job", "--", "true"}), "-1s");
+  expect_usage_error(box.run({"run", "--lease", "0s", "job", "--", "true"}), "--lease");
+}
+
+TEST(CliUsage, UnknownSchemeIsNamedWithoutThePassword) {
+  Sandbox box;
+  auto r = box.run({"run", "--uri", "nope://alice:s3cret@host/x", "job", "--", "true"});
+  expect_usage_error(r, "nope");
+  EXPECT_EQ(r.err.find("s3cret"), std::string::npos) << r.err;
+}
+
+TEST(CliUsage, MissingSeparatorOrCommand) {
+  Sandbox box;
+  expect_usage_error(box.run({"run", "job", "true"}), "--");
+  expect_usage_error(box.run({"run", "job"}), "--");
+  expect_usage_error(box.run({"run", "job", "--"}), "no command");
+  expect_usage_error(box.run({"run", "--", "true"}), "NAME");
+  expect_usage_error(box.run({"run", "--bogus", "job", "--", "true"}), "--bogus");
+  expect_usage_error(box.run({}), "subcommand");
+}
+
+TEST(CliUsage, EmptyNameIsRejected) {
+  Sandbox box;
+  auto r = box.run({"run", "--uri", box.file_uri(), "", "--", "true"});
+  EXPECT_EQ(r.code, 64) << r.err;
+}
+
+TEST(CliUsage, HelpDocumentsEnvironmentAndExitCodes) {
+  Sandbox box;
+  auto r = box.run({"run", "--help"});
+  EXPECT_EQ(r.code, 0) << r.err;
+  for (const char* s : {"DLOCK_NAME", "DLOCK_FENCING_TOKEN", "DLOCK_URI", "XDG_RUNTIME_DIR", "--wait",
+                        "--lease", "--max-hold", "--shared", "--grace", "75", "64", "69", "70", "127"}) {
+    EXPECT_NE(r.out.find(s), std::string::npos) << "--help should mention " << s;
+  }
+  auto top = box.run({"--help"});
+  EXPECT_EQ(top.code, 0);
+  EXPECT_NE(top.out.find("run"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace dlock::cli::testing
