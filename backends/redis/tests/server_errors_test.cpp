@@ -1,0 +1,216 @@
+// Server-side failures on a private redis-server (unix socket) that the tests may
+// reconfigure freely: authentication (password and ACL user), a missing db, READONLY, OOM,
+// NOSCRIPT after SCRIPT FLUSH, killed connections, and the renewal round-trip count.
+#include <gtest/gtest.h>
+
+#include <thread>
+
+#include "dlock/dlock.h"
+#include "keys.h"
+#include "test_server.h"
+
+namespace dlock::redis::test {
+namespace {
+
+using namespace std::chrono_literals;
+using HeldPtr = std::shared_ptr<spi::HeldLock>;
+
+class RedisServerErrorsTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    ASSERT_FALSE(shared_uri().empty()) << kNoServerMessage;
+    server_ = std::make_unique<PrivateServer>();
+    ASSERT_TRUE(server_->running()) << "could not start a private redis-server (is it installed?)";
+    raw_ = std::make_unique<Raw>(server_->uri());
+  }
+
+  std::unique_ptr<RedisBackend> backend(const std::string& uri) {
+    return std::make_unique<RedisBackend>(parse_options(Uri::parse(uri)));
+  }
+  static spi::AttemptRequest req(std::string_view name, std::string_view owner) {
+    spi::AttemptRequest r;
+    r.name = name;
+    r.owner_key = owner;
+    r.waiter_id = owner;
+    r.lease = 10s;
+    return r;
+  }
+  static HeldPtr grant(RedisBackend& b, std::string_view name, std::string_view owner) {
+    auto a = b.try_acquire(req(name, owner));
+    auto* h = std::get_if<HeldPtr>(&a);
+    return h ? *h : nullptr;
+  }
+  static std::pair<ErrorCode, std::string> open_error(const std::string& uri) {
+    try {
+      dlock::open(uri);
+    } catch (const Error& e) {
+      return {e.code(), e.what()};
+    }
+    ADD_FAILURE() << "opened " << uri;
+    return {ErrorCode::internal, ""};
+  }
+  long long evalsha_calls() {
+    auto info = raw_->string({"INFO", "commandstats"}).value_or("");
+    auto at = info.find("cmdstat_evalsha:calls=");
+    if (at == std::string::npos) return 0;
+    return std::stoll(info.substr(at + 22));
+  }
+
+  std::unique_ptr<PrivateServer> server_;
+  std::unique_ptr<Raw> raw_;
+};
+
+TEST_F(RedisServerErrorsTest, PasswordAuthentication) {
+  raw_->cmd({"CONFIG", "SET", "requirepass", "s3cret-pw"});
+  const std::string path = server_->socket();
+  auto [code, message] = open_error("redis+unix://" + path);
+  EXPECT_EQ(code, ErrorCode::invalid_argument);
+  EXPECT_NE(message.find("authentication required"), std::string::npos) << message;
+
+  std::tie(code, message) = open_error("redis+unix://:wrong-pw@" + path);
+  EXPECT_EQ(code, ErrorCode::invalid_argument);
+  EXPECT_NE(message.find("authentication failed"), std::string::npos) << message;
+  EXPECT_EQ(message.find("wrong-pw"), std::string::npos) << "password leaked: " << message;
+
+  auto p = dlock::open("redis+unix://:s3cret-pw@" + path);
+  EXPECT_EQ(p->uri().find("s3cret-pw"), std::string::npos) << p->uri();
+  EXPECT_TRUE(p->try_lock("a"));
+}
+
+TEST_F(RedisServerErrorsTest, AclUserAuthentication) {
+  raw_->cmd({"ACL", "SETUSER", "locker", "on", ">locker-pw", "~*", "&*", "+@all"});
+  const std::string path = server_->socket();
+  auto [code, message] = open_error("redis+unix://locker:bad-pw@" + path);
+  EXPECT_EQ(code, ErrorCode::invalid_argument);
+  EXPECT_NE(message.find("authentication failed"), std::string::npos) << message;
+  EXPECT_EQ(message.find("bad-pw"), std::string::npos) << "password leaked: " << message;
+  auto p = dlock::open("redis+unix://locker:locker-pw@" + path);
+  EXPECT_TRUE(p->try_lock("a"));
+  // A user that may not run scripts: a clear permission error, not a crash.
+  raw_->cmd({"ACL", "SETUSER", "noscripts", "on", ">ns-pw", "~*", "&*", "+@all", "-@scripting"});
+  std::tie(code, message) = open_error("redis+unix://noscripts:ns-pw@" + path);
+  EXPECT_EQ(code, ErrorCode::invalid_argument);
+  EXPECT_NE(message.find("permission"), std::string::npos) << message;
+}
+
+TEST_F(RedisServerErrorsTest, MissingDatabase) {
+  auto [code, message] = open_error(server_->uri() + "?db=4000");
+  EXPECT_EQ(code, ErrorCode::invalid_argument);
+  EXPECT_NE(message.find("database"), std::string::npos) << message;
+  auto p = dlock::open(server_->uri() + "?db=3&prefix=d3:");
+  auto held = p->try_lock("x");
+  EXPECT_TRUE(held);
+  EXPECT_EQ(raw_->integer({"EXISTS", "d3:{x}"}), 0);  // not in db 0
+  raw_->cmd({"SELECT", "3"});
+  EXPECT_EQ(raw_->integer({"EXISTS", "d3:{x}"}), 1);
+}
+
+TEST_F(RedisServerErrorsTest, ReadOnlyReplicaIsUnavailable) {
+  auto b = backend(server_->uri());
+  raw_->cmd({"REPLICAOF", "127.0.0.1", "1"});
+  try {
+    grant(*b, "ro", "c:o");
+    ADD_FAILURE() << "a read-only replica granted a lock";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), ErrorCode::unavailable) << e.what();
+    EXPECT_NE(std::string(e.what()).find("read-only"), std::string::npos) << e.what();
+  }
+  raw_->cmd({"REPLICAOF", "NO", "ONE"});
+  EXPECT_TRUE(grant(*b, "ro", "c:o"));
+}
+
+TEST_F(RedisServerErrorsTest, OutOfMemoryIsUnavailable) {
+  auto b = backend(server_->uri());
+  raw_->cmd({"CONFIG", "SET", "maxmemory", "1"});
+  try {
+    grant(*b, "oom", "c:o");
+    ADD_FAILURE() << "granted a lock on a full server";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), ErrorCode::unavailable) << e.what();
+    EXPECT_NE(std::string(e.what()).find("out of memory"), std::string::npos) << e.what();
+  }
+  raw_->cmd({"CONFIG", "SET", "maxmemory", "0"});
+  EXPECT_TRUE(grant(*b, "oom", "c:o"));
+}
+
+TEST_F(RedisServerErrorsTest, ScriptFlushIsRecoveredFrom) {
+  auto b = backend(server_->uri());
+  auto h = grant(*b, "ns", "c:a");
+  ASSERT_TRUE(h);
+  raw_->cmd({"SCRIPT", "FLUSH"});
+  spi::HeldLock* locks[] = {h.get()};
+  spi::RenewStatus out[1];
+  b->extend_many(locks, 20s, out);
+  EXPECT_EQ(out[0], spi::RenewStatus::renewed);
+  raw_->cmd({"SCRIPT", "FLUSH"});
+  EXPECT_TRUE(b->release(*h));
+  raw_->cmd({"SCRIPT", "FLUSH"});
+  EXPECT_TRUE(grant(*b, "ns", "c:b"));
+  raw_->cmd({"SCRIPT", "FLUSH"});
+  b->abandon(req("ns", "c:b"));  // never throws
+}
+
+TEST_F(RedisServerErrorsTest, KilledConnectionsAreReplaced) {
+  auto b = backend(server_->uri());
+  ASSERT_TRUE(grant(*b, "k1", "c:a"));
+  // The server closes every client (as on a restart or a timeout): the pool notices the
+  // closed idle connection and the next attempt simply works.
+  raw_->cmd({"CLIENT", "KILL", "TYPE", "normal", "SKIPME", "yes"});
+  std::this_thread::sleep_for(20ms);
+  EXPECT_TRUE(grant(*b, "k2", "c:a"));
+}
+
+TEST_F(RedisServerErrorsTest, SubscriberReconnectsAndWakesWaiters) {
+  auto b = backend(server_->uri());
+  auto h = grant(*b, "sub", "c:h");
+  ASSERT_TRUE(h);
+  auto w = req("sub", "c:w");
+  w.will_wait = true;
+  std::mutex mu;
+  std::condition_variable cv;
+  int wakes = 0;
+  auto reg = b->prepare_wait(w, [&] {
+    std::lock_guard lock(mu);
+    ++wakes;
+    cv.notify_all();
+  });
+  EXPECT_GE(reg->fallback_poll(), 500ms);
+  raw_->cmd({"CLIENT", "KILL", "TYPE", "pubsub"});
+  {
+    // Waiters are woken to retry, then poll fast until the subscription is back.
+    std::unique_lock lock(mu);
+    EXPECT_TRUE(cv.wait_for(lock, 2s, [&] { return wakes > 0; }));
+    wakes = 0;
+  }
+  for (int i = 0; i < 200 && reg->fallback_poll() < 500ms; ++i) std::this_thread::sleep_for(10ms);
+  EXPECT_GE(reg->fallback_poll(), 500ms) << "the subscriber did not come back";
+  // The woken waiter tries again (as the core does), then sleeps.
+  EXPECT_TRUE(std::holds_alternative<spi::Busy>(b->try_acquire(w)));
+  {
+    std::unique_lock lock(mu);
+    wakes = 0;
+  }
+  EXPECT_TRUE(b->release(*h));
+  std::unique_lock lock(mu);
+  EXPECT_TRUE(cv.wait_for(lock, 2s, [&] { return wakes > 0; })) << "no wake-up after reconnecting";
+}
+
+TEST_F(RedisServerErrorsTest, RenewalIsOneRoundTripPerHundredLocks) {
+  auto b = backend(server_->uri());
+  constexpr int kLocks = 1000;
+  std::vector<HeldPtr> held;
+  for (int i = 0; i < kLocks; ++i) {
+    held.push_back(grant(*b, "n" + std::to_string(i), "c:o"));
+    ASSERT_TRUE(held.back());
+  }
+  std::vector<spi::HeldLock*> ptrs;
+  for (auto& h : held) ptrs.push_back(h.get());
+  std::vector<spi::RenewStatus> out(kLocks);
+  const long long before = evalsha_calls();
+  b->extend_many(ptrs, 30s, out);
+  EXPECT_EQ(evalsha_calls() - before, kLocks / 100);
+  EXPECT_EQ(std::count(out.begin(), out.end(), spi::RenewStatus::renewed), kLocks);
+}
+
+}  // namespace
+}  // namespace dlock::redis::test
