@@ -14,6 +14,7 @@
 #include "clock.h"
 #include "contender.h"
 #include "dlock/uri.h"
+#include "redis_wire.h"
 #include "sections.h"
 
 extern char** environ;
@@ -194,11 +195,21 @@ void run_contended(const std::string& uri, std::shared_ptr<dlock::ILockProvider>
     throw std::runtime_error(join(errors));
   }
 
+  // On redis, the server's command counts show whether waiters poll.
+  const dlock::Uri parsed = dlock::Uri::parse(uri);
+  std::unique_ptr<RedisWire> wire;
+  std::optional<CommandCounts> before;
+  if (parsed.scheme == "redis") {
+    wire = std::make_unique<RedisWire>(parsed);
+    before = read_command_counts(*wire);
+  }
   const std::uint64_t t_go = mono_ns();
   h.go.store(1);
   std::this_thread::sleep_for(settings.contended);
   h.stop.store(1);
   const std::uint64_t t_stop = mono_ns();
+  std::optional<CommandDelta> commands;
+  if (wire) commands = read_command_counts(*wire) - *before;
   const double cpu = crew->finish(t_stop + static_cast<std::uint64_t>(kFinishGrace.count()) * 1'000'000, errors);
   for (int i = 0; i < workers; ++i) {
     if (state_of(h.slots[i]) == WorkerState::failed)
@@ -272,6 +283,12 @@ void run_contended(const std::string& uri, std::shared_ptr<dlock::ILockProvider>
             (threads ? ", whole process" : ", children incl. start-up") + ")";
   c.metrics = {{"cpu_s", cpu}, {"cpu_s_per_1000_handoffs", per_k}, {"cpu_s_per_1000_acquisitions", per_k_acq}};
   if (!threads) c.metrics.emplace_back("window_cpu_s", static_cast<double>(window_cpu_ns) / 1e9);
+  if (commands && acquisitions) {
+    const double per = static_cast<double>(acquisitions);
+    c.other += "; server commands/acquisition " + fmt_fixed(commands->total / per, 2) + " (" + commands->top(4, per) +
+               ", server-wide)";
+    c.metrics.emplace_back("server_commands_per_acquisition", commands->total / per);
+  }
   report.add(std::move(c));
 
   Row f;

@@ -53,7 +53,7 @@ int run(const Settings& s) {
   Floor floor;
   if (wants('a')) {
     section(report, "a", "floor", [&] { floor = measure_floor(uri, s); });
-    section(report, "a", "uncontended acquire + release", [&] { run_uncontended(*provider, floor, s, report); });
+    section(report, "a", "uncontended acquire + release", [&] { run_uncontended(uri, *provider, floor, s, report); });
     if (s.peers) section(report, "a", "peer libraries", [&] { run_peers(uri, s, report); });
   }
   if (wants('b')) {

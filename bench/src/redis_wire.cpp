@@ -2,6 +2,8 @@
 
 #include <hiredis/hiredis.h>
 
+#include <algorithm>
+#include <cstdio>
 #include <stdexcept>
 
 namespace dlock_bench {
@@ -106,6 +108,9 @@ std::uint64_t calls_of(const std::map<std::string, std::string>& stats, const st
 CommandCounts read_command_counts(RedisWire& wire) {
   CommandCounts c;
   auto cmd = wire.info("commandstats");
+  for (const auto& [key, value] : cmd) {
+    if (key.starts_with("cmdstat_")) c.calls[key.substr(8)] = calls_of(cmd, key.substr(8));
+  }
   for (const char* s : {"eval", "evalsha", "eval_ro", "evalsha_ro", "fcall", "fcall_ro"})
     c.scripts += calls_of(cmd, s);
   c.info = calls_of(cmd, "info");
@@ -114,6 +119,32 @@ CommandCounts read_command_counts(RedisWire& wire) {
   if (it == stats.end()) throw std::runtime_error("INFO stats has no total_commands_processed");
   c.total = std::stoull(it->second);
   return c;
+}
+
+CommandDelta operator-(const CommandCounts& after, const CommandCounts& before) {
+  CommandDelta d;
+  // Our own INFO calls are counted by the server too.
+  d.total = static_cast<double>(after.total - before.total) - static_cast<double>(after.info - before.info);
+  d.scripts = static_cast<double>(after.scripts - before.scripts);
+  for (const auto& [name, n] : after.calls) {
+    auto it = before.calls.find(name);
+    std::uint64_t diff = n - (it == before.calls.end() ? 0 : it->second);
+    if (diff != 0 && name != "info") d.calls[name] = diff;
+  }
+  return d;
+}
+
+std::string CommandDelta::top(std::size_t n, double per) const {
+  std::vector<std::pair<std::uint64_t, std::string>> v;
+  for (const auto& [name, count] : calls) v.emplace_back(count, name);
+  std::sort(v.rbegin(), v.rend());
+  std::string out;
+  char buf[64];
+  for (std::size_t i = 0; i < v.size() && i < n; ++i) {
+    std::snprintf(buf, sizeof buf, "%.2f", static_cast<double>(v[i].first) / per);
+    out += (out.empty() ? "" : ", ") + v[i].second + " " + buf;
+  }
+  return out.empty() ? "none" : out;
 }
 
 }  // namespace dlock_bench

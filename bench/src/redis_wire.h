@@ -38,6 +38,13 @@ class RedisWire {
   // As command(), but throws unless the reply is a status "OK"/"PONG" or an integer/string.
   ReplyPtr command_ok(const std::vector<std::string_view>& argv);
 
+  // Hands the connection over to the caller (who must redisFree it); *this is then unusable.
+  redisContext* release_context() noexcept {
+    redisContext* c = ctx_;
+    ctx_ = nullptr;
+    return c;
+  }
+
   // INFO <section> parsed into key -> value lines.
   std::map<std::string, std::string> info(std::string_view section);
 
@@ -51,7 +58,18 @@ struct CommandCounts {
   std::uint64_t total = 0;    // INFO stats total_commands_processed
   std::uint64_t scripts = 0;  // calls of eval, evalsha, eval_ro, evalsha_ro, fcall, fcall_ro
   std::uint64_t info = 0;     // calls of INFO (ours, to subtract)
+  std::map<std::string, std::uint64_t> calls;  // every command's calls, by name
 };
+
+// What the server ran between two readings, our INFO calls taken out.
+struct CommandDelta {
+  double total = 0;
+  double scripts = 0;
+  std::map<std::string, std::uint64_t> calls;  // per command, INFO excluded
+  // The `n` commands called most, as "evalsha 10, pexpire 3" (each divided by `per`).
+  std::string top(std::size_t n, double per) const;
+};
+CommandDelta operator-(const CommandCounts& after, const CommandCounts& before);
 CommandCounts read_command_counts(RedisWire& wire);
 
 }  // namespace dlock_bench

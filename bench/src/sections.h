@@ -7,6 +7,7 @@
 
 #include "args.h"
 #include "dlock/provider.h"
+#include "dlock/uri.h"
 #include "floor.h"
 #include "report.h"
 
@@ -16,7 +17,9 @@ namespace dlock_bench {
 std::string bench_name(const std::string& purpose);
 
 // (a) the floor next to dlock's uncontended try_lock + release of one name.
-void run_uncontended(dlock::ILockProvider& provider, Floor& floor, const Settings& settings, Report& report);
+// On redis, also the server commands per iteration (INFO commandstats, server-wide).
+void run_uncontended(const dlock::Uri& uri, dlock::ILockProvider& provider, Floor& floor, const Settings& settings,
+                     Report& report);
 
 // (b) settings.workers contenders on one name for settings.contended: handoff latency,
 // handoffs/s, CPU per 1,000 handoffs, fairness. Processes (the bench binary re-executed in

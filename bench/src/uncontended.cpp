@@ -1,9 +1,12 @@
 // (a) dlock's uncontended acquire + release next to the floor, and (c) re-entry.
 #include <unistd.h>
 
+#include <algorithm>
 #include <stdexcept>
 
 #include "loop.h"
+#include "redis_monitor.h"
+#include "redis_wire.h"
 #include "sections.h"
 
 namespace dlock_bench {
@@ -27,17 +30,35 @@ Row latency_row(std::string section, std::string what, Samples& s) {
 
 }  // namespace
 
-void run_uncontended(dlock::ILockProvider& provider, Floor& floor, const Settings& settings, Report& report) {
+void run_uncontended(const dlock::Uri& uri, dlock::ILockProvider& provider, Floor& floor, const Settings& settings,
+                     Report& report) {
   if (floor.ping) report.add(latency_row("a", floor.ping_label, *floor.ping));
   if (floor.lock) report.add(latency_row("a", floor.lock_label, *floor.lock));
 
   const std::string name = bench_name("uncontended");
+  const bool wire = uri.scheme == "redis";
   Samples s = time_loop(settings.warmup, settings.iterations, settings.loop_cap, [&] {
     std::optional<dlock::Lease> lease = provider.try_lock(name);
     if (!lease) throw std::runtime_error("uncontended try_lock found '" + name + "' busy");
     if (!lease->release()) throw std::runtime_error("uncontended release reported not held");
   });
   Row r = latency_row("a", "dlock try_lock + release (uncontended)", s);
+  if (wire) {
+    // Round trips per iteration, counted untimed (MONITOR slows the server).
+    const int n = std::min(settings.iterations, 200);
+    RedisMonitor monitor(uri);
+    for (int i = 0; i < n; ++i) {
+      std::optional<dlock::Lease> lease = provider.try_lock(name);
+      if (!lease) throw std::runtime_error("uncontended try_lock found '" + name + "' busy");
+      lease->release();
+    }
+    const Traffic t = monitor.stop();
+    const double per = static_cast<double>(n);
+    r.other += "; requests/iteration " + fmt_fixed(static_cast<double>(t.requests) / per, 2) + " (" + t.top(4, per) +
+               "), script-run commands/iteration " + fmt_fixed(static_cast<double>(t.script_calls) / per, 2);
+    r.metrics.emplace_back("requests_per_iteration", static_cast<double>(t.requests) / per);
+    r.metrics.emplace_back("script_commands_per_iteration", static_cast<double>(t.script_calls) / per);
+  }
   if (floor.lock) {
     double ratio = *r.p50_us / floor.lock->p50_us();
     r.versus = fmt_fixed(ratio, 2) + " x floor";
