@@ -333,9 +333,30 @@ env_one() {
   esac
 }
 
+# Closes every inherited descriptor above stderr (except bash's own 255), so no server
+# keeps a caller's pipe or our lock file open after this script exits.
+close_fds() {
+  local fd
+  for fd in /proc/$$/fd/*; do
+    fd=${fd##*/}
+    if [[ "$fd" =~ ^[0-9]+$ ]] && ((fd > 2 && fd != 255)); then eval "exec $fd>&-" 2>/dev/null || true; fi
+  done
+}
+
 main() {
   (($# >= 1)) || { sed -n '2,/^set -euo/p' "$SCRIPT_PATH" | sed '$d; s/^# \{0,1\}//' >&2; exit 2; }
-  local cmd=$1; shift
+  local cmd=$1
+  # start/stop/restart run one at a time (tests running in parallel may restart a server):
+  # flock holds the lock for the re-executed script, which closes its copy of the descriptor.
+  if [[ "$cmd" =~ ^(start|stop|restart)$ && -z "${DLOCK_SERVERS_LOCKED:-}" ]]; then
+    mkdir -p "$ROOT"
+    local rc=0
+    DLOCK_SERVERS_LOCKED=1 flock -w $((TIMEOUT * 4)) -E 75 "$ROOT/.lock" "$SCRIPT_PATH" "$@" || rc=$?
+    ((rc != 75)) || echo "servers.sh: timed out waiting for $ROOT/.lock (another servers.sh running?)" >&2
+    exit "$rc"
+  fi
+  close_fds
+  shift
   local names=() n
   (($# == 0)) && set -- all
   for n in "$@"; do
