@@ -61,22 +61,24 @@ class RecordingBackend final : public spi::Backend {
   Capabilities caps_;
 };
 
-TEST(Watchdog, RenewsEveryThirdOfTheLeaseInOneBatch) {
+TEST(Watchdog, RenewsEveryThirdOfTheLeaseInBatches) {
   auto backend = std::make_shared<RecordingBackend>(300ms);
   auto provider = spi::make_provider(backend, "recording://");
   std::vector<Lease> leases;
   for (int i = 0; i < 1000; ++i) leases.push_back(*provider->try_lock("n" + std::to_string(i)));
-  auto t0 = Clock::now();
-  std::this_thread::sleep_for(650ms);  // about three renewal periods of 100 ms... of 300/3
+  auto acquired = Clock::now();
+  std::this_thread::sleep_for(700ms);
   std::lock_guard lock(backend->mu);
-  ASSERT_GE(backend->calls.size(), 4u);
   std::size_t renewed = 0;
-  for (auto& [at, n] : backend->calls) renewed += n;
-  // 1000 leases × ~6 periods, in few calls: batching, not one call per lease.
-  EXPECT_GE(renewed, 4000u);
-  EXPECT_LE(backend->calls.size(), 20u);
-  EXPECT_GE(backend->calls.front().first - t0, -50ms);  // first renewal ≈ lease/3 after acquire
-  EXPECT_LE(backend->calls.front().first - t0, 150ms);
+  for (auto& [at, n] : backend->calls) {
+    if (at >= acquired) renewed += n;
+  }
+  // Every lease is renewed about every 100 ms (a third of the lease): ~7 times in 700 ms.
+  EXPECT_GE(renewed, 1000u * 5);
+  EXPECT_LE(renewed, 1000u * 10);
+  // ...in calls that carry many leases each, not one call per lease.
+  EXPECT_GE(renewed / backend->calls.size(), 50u);
+  for (auto& l : leases) EXPECT_TRUE(l.held());
 }
 
 TEST(Watchdog, RenewalThatKeepsFailingFiresLostWhenTheLeaseRunsOut) {
