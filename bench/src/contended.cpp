@@ -16,6 +16,7 @@
 #include "dlock/uri.h"
 #include "redis_wire.h"
 #include "sections.h"
+#include "stats.h"
 
 extern char** environ;
 
@@ -280,14 +281,17 @@ void run_contended(const std::string& uri, std::shared_ptr<dlock::ILockProvider>
   const double per_k_acq = acquisitions ? cpu / (static_cast<double>(acquisitions) / 1000.0) : 0;
   c.other = fmt_fixed(per_k, 3) + " s (" + fmt_fixed(per_k_acq, 3) + " s per 1,000 acquisitions; " +
             fmt_fixed(cpu, 2) + " s CPU in " + fmt_fixed(seconds, 1) + " s" +
-            (threads ? ", whole process" : ", children incl. start-up") + ")";
+            (threads ? ", whole process" : ", children incl. start-up; in the window " +
+                                               fmt_fixed(static_cast<double>(window_cpu_ns) / 1e9, 2) + " s") + ")";
   c.metrics = {{"cpu_s", cpu}, {"cpu_s_per_1000_handoffs", per_k}, {"cpu_s_per_1000_acquisitions", per_k_acq}};
   if (!threads) c.metrics.emplace_back("window_cpu_s", static_cast<double>(window_cpu_ns) / 1e9);
   if (commands && acquisitions) {
     const double per = static_cast<double>(acquisitions);
-    c.other += "; server commands/acquisition " + fmt_fixed(commands->total / per, 2) + " (" + commands->top(4, per) +
-               ", server-wide)";
-    c.metrics.emplace_back("server_commands_per_acquisition", commands->total / per);
+    // Scripts are always sent by a client; other commands may also run inside scripts.
+    c.other += "; per acquisition: scripts sent " + fmt_fixed(commands->scripts / per, 2) +
+               ", commands run incl. inside scripts " + fmt_fixed(commands->total / per, 1) + " (server-wide)";
+    c.metrics.emplace_back("scripts_per_acquisition", commands->scripts / per);
+    c.metrics.emplace_back("commands_incl_scripts_per_acquisition", commands->total / per);
   }
   report.add(std::move(c));
 

@@ -2,10 +2,10 @@
 
 namespace dlock_bench {
 
-Floor measure_floor(const dlock::Uri& uri, const Settings& settings) {
-  if (uri.scheme == "redis") return measure_redis_floor(uri, settings);
-  if (uri.scheme == "file") return measure_file_floor(uri, settings);
-  if (uri.scheme == "mem") return measure_mem_floor(settings);
+Floor make_floor(const dlock::Uri& uri) {
+  if (uri.scheme == "redis") return make_redis_floor(uri);
+  if (uri.scheme == "file") return make_file_floor(uri);
+  if (uri.scheme == "mem") return make_mem_floor();
   return {};
 }
 

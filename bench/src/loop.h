@@ -1,7 +1,9 @@
-// Timing a repeated operation.
+// Timing repeated operations.
 #pragma once
 
 #include <chrono>
+#include <functional>
+#include <vector>
 
 #include "clock.h"
 #include "stats.h"
@@ -26,5 +28,12 @@ Samples time_loop(int warmup, int iterations, std::chrono::milliseconds cap, Op&
   }
   return s;
 }
+
+// Times several operations against each other: each is warmed up, then they take turns in
+// `rounds` blocks of iterations/rounds calls, so a change of machine load during the run
+// hits all of them alike and their ratios stay meaningful. Stops after the round in which
+// `cap` x ops.size() has passed. Returns one Samples per op, in order.
+std::vector<Samples> time_interleaved(const std::vector<std::function<void()>>& ops, int warmup, int iterations,
+                                      std::chrono::milliseconds cap, int rounds = 20);
 
 }  // namespace dlock_bench

@@ -1,5 +1,6 @@
 // dlock-bench: measures one lock service in one run against its floor and prints a table.
 // See bench/README.md.
+#include <algorithm>
 #include <fstream>
 #include <iostream>
 #include <memory>
@@ -13,6 +14,7 @@
 #include "dlock/open.h"
 #include "dlock/uri.h"
 #include "floor.h"
+#include "loop.h"
 #include "peers.h"
 #include "report.h"
 #include "sections.h"
@@ -50,25 +52,22 @@ int run(const Settings& s) {
   }
   auto wants = [&](char c) { return s.sections.find(c) != std::string::npos; };
 
-  Floor floor;
+  std::optional<double> ping_p50;
   if (wants('a')) {
-    section(report, "a", "floor", [&] { floor = measure_floor(uri, s); });
-    section(report, "a", "uncontended acquire + release", [&] { run_uncontended(uri, *provider, floor, s, report); });
+    section(report, "a", "floor and uncontended acquire + release", [&] {
+      ping_p50 = run_uncontended(uri, *provider, make_floor(uri), s, report);
+    });
     if (s.peers) section(report, "a", "peer libraries", [&] { run_peers(uri, s, report); });
   }
   if (wants('b')) {
-    std::optional<double> ping;
-    if (floor.ping) ping = floor.ping->p50_us();
-    if (!ping && uri.scheme == "redis") {
-      // (b) alone still needs its PING of the same run.
+    if (!ping_p50) {
+      // (b) alone still needs the PING of the same run.
       section(report, "b", "PING floor", [&] {
-        Settings quick_ping = s;
-        quick_ping.iterations = std::min(s.iterations, 2000);
-        Floor f = measure_floor(uri, quick_ping);
-        if (f.ping) ping = f.ping->p50_us();
+        Floor f = make_floor(uri);
+        if (f.ping) ping_p50 = time_loop(s.warmup, std::min(s.iterations, 2000), s.loop_cap, f.ping).p50_us();
       });
     }
-    section(report, "b", "contended handoff", [&] { run_contended(s.uri, provider, ping, s, report); });
+    section(report, "b", "contended handoff", [&] { run_contended(s.uri, provider, ping_p50, s, report); });
   }
   if (wants('c')) section(report, "c", "re-entry", [&] { run_reentry(*provider, s, report); });
   provider.reset();  // (d) counts server commands: nothing else of ours may talk meanwhile

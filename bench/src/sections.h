@@ -3,6 +3,7 @@
 #pragma once
 
 #include <memory>
+#include <optional>
 #include <string>
 
 #include "args.h"
@@ -16,10 +17,11 @@ namespace dlock_bench {
 // A lock name no other run uses: "dlock-bench/<pid>/<purpose>".
 std::string bench_name(const std::string& purpose);
 
-// (a) the floor next to dlock's uncontended try_lock + release of one name.
-// On redis, also the server commands per iteration (INFO commandstats, server-wide).
-void run_uncontended(const dlock::Uri& uri, dlock::ILockProvider& provider, Floor& floor, const Settings& settings,
-                     Report& report);
+// (a) the floor next to dlock's uncontended try_lock + release of one name, interleaved.
+// On redis, also the requests per iteration (MONITOR, untimed). Returns the floor's PING
+// p50 in µs, if the floor has one.
+std::optional<double> run_uncontended(const dlock::Uri& uri, dlock::ILockProvider& provider, const Floor& floor,
+                                      const Settings& settings, Report& report);
 
 // (b) settings.workers contenders on one name for settings.contended: handoff latency,
 // handoffs/s, CPU per 1,000 handoffs, fairness. Processes (the bench binary re-executed in
