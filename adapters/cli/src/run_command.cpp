@@ -124,8 +124,12 @@ int run_with_signals(const RunArgs& args, SignalFd& signals) {
     return 128 + cancelled_by;
   }
   if (!lease) {
-    std::cerr << "dlock: lock '" << shown << "' not acquired within "
-              << (args.wait ? format_duration(*args.wait) : "the wait") << "\n";
+    if (args.wait && args.wait->count() <= 0) {
+      std::cerr << "dlock: lock '" << shown << "' is held by someone else (not acquired; --wait 0 tries once)\n";
+    } else {
+      std::cerr << "dlock: lock '" << shown << "' not acquired within "
+                << (args.wait ? format_duration(*args.wait) : "the wait") << "\n";
+    }
     return kExitNotAcquired;
   }
   if (args.verbose) {
