@@ -98,9 +98,11 @@ ParsedCommandLine parse_command_line(int argc, const char* const* argv) {
       ->type_name("URI");
   run->add_option("--wait", wait, "How long to wait for the lock (default: forever; 0: try once)")
       ->type_name("DURATION");
-  run->add_option("--lease", lease, "Lease time; default: the backend's, renewed until CMD exits")
+  run->add_option("--lease", lease, "Hold the lock at most this long, unrenewed: CMD is stopped when it runs out\n"
+                   "(default: the backend's lease, renewed until CMD exits)")
       ->type_name("DURATION");
-  run->add_option("--max-hold", max_hold, "Give the lock up (and stop CMD) after this long")
+  run->add_option("--max-hold", max_hold, "Renew the lock at most this long, then give it up and stop CMD\n"
+                   "(a crashed dlock still frees it within one default lease)")
       ->type_name("DURATION");
   run->add_flag("--shared", args.shared, "Take a shared (reader) hold instead of an exclusive one");
   run->add_option("--grace", grace, "Delay between SIGTERM and SIGKILL when the lock is lost")

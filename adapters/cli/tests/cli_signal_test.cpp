@@ -60,11 +60,13 @@ TEST(CliSignals, ASignalWhileWaitingCancelsTheWait) {
 }
 
 TEST(CliSignals, LostLockStopsTheCommandWithSigtermAndExits70) {
-  for (const char* uri : {"mem://", "file"}) {
-    SCOPED_TRACE(uri);
+  // --max-hold stops the watchdog; an explicit --lease is never renewed: both lose the lock.
+  for (const std::string option : {"--max-hold", "--lease"})
+  for (const std::string uri : {"mem://", "file"}) {
+    SCOPED_TRACE(option + " " + uri);
     Sandbox box;
-    std::string u = std::string(uri) == "file" ? box.file_uri() : uri;
-    auto r = box.run({"run", "--uri", u, "--max-hold", "300ms", "job", "--", "sh", "-c",
+    std::string u = uri == "file" ? box.file_uri() : uri;
+    auto r = box.run({"run", "--uri", u, option, "300ms", "job", "--", "sh", "-c",
                       "trap 'echo stopped; exit 0' TERM; while :; do sleep 0.05; done"},
                      {}, milliseconds(10000));
     EXPECT_TRUE(r.exited);
