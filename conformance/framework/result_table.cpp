@@ -22,7 +22,22 @@ std::pair<std::string, std::string> split_name(const ::testing::TestInfo& info) 
   return {suite + "." + test, backend};
 }
 
-std::string one_line(std::string text, std::size_t max = 160) {
+// The last non-empty line of a gtest message: the case's own words, after gtest's
+// "Expected: ... actual: ..." lines.
+std::string last_line(const std::string& text) {
+  std::string line, last;
+  for (const char c : text + "\n") {
+    if (c == '\n') {
+      if (!line.empty()) last = line;
+      line.clear();
+    } else {
+      line.push_back(c);
+    }
+  }
+  return last;
+}
+
+std::string one_line(std::string text, std::size_t max = 200) {
   for (auto& c : text) {
     if (c == '\n' || c == '\r' || c == '\t' || c == '|') c = ' ';
   }
@@ -49,7 +64,7 @@ void ResultTable::OnTestEnd(const ::testing::TestInfo& info) {
   Outcome o;
   const auto* r = info.result();
   if (r->Failed()) {
-    o = {"FAIL", one_line(first_failure_)};
+    o = {"FAIL", one_line(last_line(first_failure_))};
   } else if (r->Skipped()) {
     if (skip_message_.rfind(kNotClaimed, 0) == 0) {
       o = {"not claimed", one_line(skip_message_.substr(std::string(kNotClaimed).size()))};
