@@ -80,6 +80,10 @@ report() {
     "$sold" "$items" "$double" "$left"
   printf '  oversold or double-sold: %s; fencing tokens strictly increasing: %s\n' "$oversold" "$increasing"
   [ "$sold" -le "$stock" ] || printf '  %d orders for %d items: oversold by %d\n' "$sold" "$stock" "$((sold - stock))"
+  if [ "$sold" -gt 0 ]; then
+    printf '  first and last orders:\n'
+    { head -2 "$tmp/orders"; echo "..."; tail -1 "$tmp/orders"; } | sed 's/^/    /'
+  fi
   if [ -s "$tmp/errors" ]; then
     printf '  errors:\n'
     sed 's/^/    /' "$tmp/errors" | head -5
