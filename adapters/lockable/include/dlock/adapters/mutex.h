@@ -53,7 +53,9 @@ Wait wait_until(const std::chrono::time_point<Clock, Duration>& t) {
 // An exclusive distributed lock on `name`, usable as a std TimedLockable.
 // Thread safety: all methods may be called from any thread. Not recursive: lock() by the
 // thread that holds it throws Error(would_deadlock) instead of deadlocking. unlock() may be
-// called from any thread (the hold is released for whoever locked it).
+// called from any thread (the hold is released for whoever locked it). Two Mutex objects of
+// one name exclude each other across threads; locked by one thread, the second is a
+// re-entry of the first (granted at once where the provider is reentrant).
 // Every acquire throws what ILockProvider::acquire throws (invalid_argument, unavailable, …).
 class Mutex {
  public:
