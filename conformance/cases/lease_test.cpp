@@ -77,6 +77,12 @@ TEST_P(Leases, WatchdogKeepsTheLockPastThreeLeases) {
   const auto n = name();
   auto a = track(*p, n, Wait::try_once());
   ASSERT_TRUE(a);
+  // Many more holds on the same provider: renewal must keep up with all of them (batched).
+  std::vector<std::unique_ptr<TrackedLease>> many;
+  for (int i = 0; i < 40; ++i) {
+    many.push_back(track(*p, name("many-" + std::to_string(i)), Wait::try_once()));
+    ASSERT_TRUE(many.back());
+  }
   const auto until = Clock::now() + lease() * 3 + lease() / 2;
   while (Clock::now() < until) {
     std::this_thread::sleep_for(lease() / 2);
@@ -84,6 +90,10 @@ TEST_P(Leases, WatchdogKeepsTheLockPastThreeLeases) {
     ASSERT_TRUE(a->lease().held());
   }
   EXPECT_FALSE(a->lost_ns().has_value());
+  for (auto& h : many) {
+    EXPECT_TRUE(h->lease().held()) << h->lease().name() << " was not kept";
+    EXPECT_FALSE(other->try_lock(h->lease().name()).has_value());
+  }
   EXPECT_GT(a->lease().expires_at(), Clock::now()) << "expires_at was not moved by renewal";
   EXPECT_TRUE(a->release());
   EXPECT_TRUE(other->try_lock(n).has_value());

@@ -58,6 +58,32 @@ TEST_P(ReadWrite, WaitingWriterBlocksNewReaders) {
   EXPECT_TRUE(r2p->try_lock_shared(n).has_value());
 }
 
+TEST_P(ReadWrite, WriterThatGaveUpLetsReadersInAtOnce) {
+  DLOCK_REQUIRE_CLAIM(read_write);
+  auto rp = open();
+  auto wp = open();
+  auto r2p = open();
+  const auto n = name();
+  auto r1 = track(*rp, n, Wait::try_once(), {}, LockMode::shared);
+  ASSERT_TRUE(r1);
+  EXPECT_FALSE(wp->try_lock(n, Wait::for_duration(milliseconds(200))).has_value());
+  {
+    std::stop_source stop;
+    AcquireOptions o;
+    o.cancel = stop.get_token();
+    std::jthread cancelled([&] { EXPECT_FALSE(wp->try_lock(n, Wait::forever(), o).has_value()); });
+    std::this_thread::sleep_for(milliseconds(150));
+    stop.request_stop();
+  }
+  // The writers gave up: their preference must not linger and keep new readers out.
+  auto r2 = track(*r2p, n, Wait::try_once(), {}, LockMode::shared);
+  EXPECT_TRUE(r2) << "a writer that gave up still keeps new readers out";
+  if (r2) r2->release();
+  r1->release();
+  EXPECT_TRUE(eventually([&] { return env().residue().empty(); }, tol()))
+      << "left behind: " << ::testing::PrintToString(env().residue());
+}
+
 TEST_P(ReadWrite, WriterMayReadInside) {
   DLOCK_REQUIRE_CLAIM(read_write);
   auto p = open();

@@ -50,6 +50,22 @@ TEST_P(Release, DestructorAndMoveAssignmentRelease) {
   EXPECT_TRUE(other->try_lock(b).has_value());
 }
 
+TEST_P(Release, LeaseOutlivesItsProvider) {
+  auto other = open();
+  const auto n = name();
+  std::optional<Lease> lease;
+  {
+    auto p = dlock::open(env().uri());
+    lease = p->try_lock(n);
+    ASSERT_TRUE(lease);
+  }  // the provider is gone; the lease keeps what it needs
+  EXPECT_TRUE(lease->held());
+  EXPECT_FALSE(other->try_lock(n).has_value());
+  EXPECT_TRUE(lease->release()) << "a lease could not release after its provider was destroyed";
+  EXPECT_TRUE(other->try_lock(n).has_value());
+  EXPECT_TRUE(env().residue().empty()) << ::testing::PrintToString(env().residue());
+}
+
 TEST_P(Release, EmptyLeaseIsInert) {
   Lease empty;
   EXPECT_FALSE(empty.held());

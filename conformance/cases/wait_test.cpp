@@ -159,6 +159,10 @@ TEST_P(Waits, GivenUpWaitersLeaveNothingBehind) {
   auto next = third->try_lock(n, Wait::try_once(), fair);
   EXPECT_TRUE(next.has_value()) << "a waiter that gave up left something that blocks the lock";
   EXPECT_LE(ms_since(start), tol().count());
+  next.reset();
+  // And nothing is left in the backend's storage (queue entries, waiter nodes, holders).
+  EXPECT_TRUE(eventually([&] { return env().residue().empty(); }, tol()))
+      << "left behind: " << ::testing::PrintToString(env().residue());
 }
 
 }  // namespace dlock::conformance

@@ -72,6 +72,24 @@ class RedisEnv final : public BackendEnv {
     }
   }
 
+  // Fencing counters stay by design, and so do release latches ("…:u:<id>") while their TTL
+  // runs (a retried release answers from them); anything else is left behind.
+  std::vector<std::string> residue() const override {
+    auto c = connect();
+    std::vector<std::string> keys;
+    for_each_key([&](const std::string& key) {
+      if (is_counter(key)) return;
+      if (key.find(":u:") != std::string::npos) {
+        const char* argv[] = {"PTTL", key.c_str()};
+        const size_t lens[] = {4, key.size()};
+        ReplyPtr r(static_cast<redisReply*>(redisCommandArgv(c.get(), 2, argv, lens)));
+        if (r && r->type == REDIS_REPLY_INTEGER && r->integer > 0) return;
+      }
+      keys.push_back(key);
+    });
+    return keys;
+  }
+
   std::optional<HostPort> server() const override { return HostPort{base_.hosts[0].host, port()}; }
 
   void restart_server() override {
@@ -112,11 +130,29 @@ class RedisEnv final : public BackendEnv {
     return c;
   }
 
+  static bool is_counter(const std::string& key) {
+    return key.size() >= 2 && key.compare(key.size() - 2, 2, ":t") == 0;
+  }
+
   // Deletes the keys under the prefix (all, or all but the fencing counters "…:t").
   int delete_keys(bool keep_counters) const {
     auto c = connect();
-    std::string cursor = "0";
     int deleted = 0;
+    for_each_key([&](const std::string& key) {
+      if (keep_counters && is_counter(key)) return;
+      const char* del[] = {"DEL", key.c_str()};
+      const size_t lens[] = {3, key.size()};
+      ReplyPtr d(static_cast<redisReply*>(redisCommandArgv(c.get(), 2, del, lens)));
+      if (d && d->type == REDIS_REPLY_INTEGER) deleted += static_cast<int>(d->integer);
+    });
+    return deleted;
+  }
+
+  // Calls f(key) for every key under the prefix.
+  template <class F>
+  void for_each_key(F f) const {
+    auto c = connect();
+    std::string cursor = "0";
     const std::string match = prefix_ + "*";
     do {
       const char* argv[] = {"SCAN", cursor.c_str(), "MATCH", match.c_str(), "COUNT", "1000"};
@@ -127,15 +163,9 @@ class RedisEnv final : public BackendEnv {
       cursor.assign(r->element[0]->str, r->element[0]->len);
       const auto* keys = r->element[1];
       for (size_t i = 0; i < keys->elements; ++i) {
-        const std::string key(keys->element[i]->str, keys->element[i]->len);
-        if (keep_counters && key.size() >= 2 && key.compare(key.size() - 2, 2, ":t") == 0) continue;
-        const char* del[] = {"DEL", key.c_str()};
-        const size_t lens[] = {3, key.size()};
-        ReplyPtr d(static_cast<redisReply*>(redisCommandArgv(c.get(), 2, del, lens)));
-        if (d && d->type == REDIS_REPLY_INTEGER) deleted += static_cast<int>(d->integer);
+        f(std::string(keys->element[i]->str, keys->element[i]->len));
       }
     } while (cursor != "0");
-    return deleted;
   }
 
   Uri base_;

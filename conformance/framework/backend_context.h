@@ -62,6 +62,11 @@ class BackendEnv {
   // Restarts the test server (blocking until it answers again). Throws std::runtime_error.
   virtual void restart_server();
 
+  // What the slice's storage holds beyond what released locks may leave by design (fencing
+  // counters, lock files): leftover queue entries, waiter nodes, holders. Called when no lock
+  // is held or awaited. Backends that cannot look return an empty list.
+  virtual std::vector<std::string> residue() const { return {}; }
+
   // Throws std::runtime_error if anything escaped the slice's namespace (a file outside its
   // directory...). Backends that cannot tell do nothing.
   virtual void check_namespace_contained() const {}

@@ -87,6 +87,17 @@ void ResultTable::OnTestEnd(const ::testing::TestInfo& info) {
 }
 
 void ResultTable::OnTestProgramEnd(const ::testing::UnitTest&) {
+  if (::testing::GTEST_FLAG(filter) != "*") {
+    // A partial run must not overwrite the full results: print its own outcomes only.
+    std::cout << "\n[conformance] filtered run: results and table not written\n";
+    for (const auto& [name, by_backend] : results_) {
+      for (const auto& [b, o] : by_backend) {
+        std::cout << "  " << name << " / " << b << ": " << o.status
+                  << (o.detail.empty() ? "" : " (" + o.detail + ")") << "\n";
+      }
+    }
+    return;
+  }
   try {
     write_results();
     write_table();
