@@ -138,14 +138,20 @@ int connect_local(std::uint16_t port) {
   return fd;
 }
 
-// Sends "ping", returns what came back within 300 ms ("" for nothing, "!" for an error).
+// Sends "ping", returns all that came back within 300 ms ("" for nothing, "!" for an error).
 std::string round_trip(int fd) {
   if (::send(fd, "ping", 4, MSG_NOSIGNAL) != 4) return "!";
-  pollfd p{fd, POLLIN, 0};
-  if (::poll(&p, 1, 300) <= 0) return "";
-  char buf[16];
-  const auto n = ::recv(fd, buf, sizeof buf, 0);
-  return n <= 0 ? "!" : std::string(buf, static_cast<size_t>(n));
+  std::string got;
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(300);
+  while (std::chrono::steady_clock::now() < deadline) {
+    pollfd p{fd, POLLIN, 0};
+    if (::poll(&p, 1, 20) <= 0) continue;
+    char buf[16];
+    const auto n = ::recv(fd, buf, sizeof buf, 0);
+    if (n <= 0) return "!";
+    got.append(buf, static_cast<size_t>(n));
+  }
+  return got;
 }
 
 TEST(SelfTest, ProxyForwardsStallsAndResets) {
