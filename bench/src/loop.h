@@ -32,8 +32,12 @@ Samples time_loop(int warmup, int iterations, std::chrono::milliseconds cap, Op&
 // Times several operations against each other: each is warmed up, then they take turns in
 // `rounds` blocks of iterations/rounds calls, so a change of machine load during the run
 // hits all of them alike and their ratios stay meaningful. Stops after the round in which
-// `cap` x ops.size() has passed. Returns one Samples per op, in order.
-std::vector<Samples> time_interleaved(const std::vector<std::function<void()>>& ops, int warmup, int iterations,
+// `cap` x ops.size() has passed. Returns one Timed per op, in order.
+struct Timed {
+  Samples samples;
+  double cpu_s = 0;  // process CPU (user+sys, all threads) while this op's blocks ran
+};
+std::vector<Timed> time_interleaved(const std::vector<std::function<void()>>& ops, int warmup, int iterations,
                                       std::chrono::milliseconds cap, int rounds = 20);
 
 }  // namespace dlock_bench

@@ -93,14 +93,19 @@ std::map<std::string, std::string> RedisWire::info(std::string_view section) {
 
 namespace {
 
-// "calls=12,usec=34,..." -> 12.
-std::uint64_t calls_of(const std::map<std::string, std::string>& stats, const std::string& cmd) {
+// "calls=12,usec=34,..." -> 12 for field "calls=".
+std::uint64_t field_of(const std::map<std::string, std::string>& stats, const std::string& cmd,
+                       const std::string& field) {
   auto it = stats.find("cmdstat_" + cmd);
   if (it == stats.end()) return 0;
   const std::string& v = it->second;
-  auto pos = v.find("calls=");
+  auto pos = v.find(field);
   if (pos == std::string::npos) return 0;
-  return std::stoull(v.substr(pos + 6));
+  return std::stoull(v.substr(pos + field.size()));
+}
+
+std::uint64_t calls_of(const std::map<std::string, std::string>& stats, const std::string& cmd) {
+  return field_of(stats, cmd, "calls=");
 }
 
 }  // namespace
@@ -118,6 +123,9 @@ CommandCounts read_command_counts(RedisWire& wire) {
   auto it = stats.find("total_commands_processed");
   if (it == stats.end()) throw std::runtime_error("INFO stats has no total_commands_processed");
   c.total = std::stoull(it->second);
+  auto cpu = wire.info("cpu");
+  auto num = [&](const char* k) { return cpu.count(k) ? std::stod(cpu[k]) : 0.0; };
+  c.server_cpu_s = num("used_cpu_user_main_thread") + num("used_cpu_sys_main_thread");
   return c;
 }
 
@@ -126,6 +134,7 @@ CommandDelta operator-(const CommandCounts& after, const CommandCounts& before) 
   // Our own INFO calls are counted by the server too.
   d.total = static_cast<double>(after.total - before.total) - static_cast<double>(after.info - before.info);
   d.scripts = static_cast<double>(after.scripts - before.scripts);
+  d.server_cpu_s = after.server_cpu_s - before.server_cpu_s;
   for (const auto& [name, n] : after.calls) {
     auto it = before.calls.find(name);
     std::uint64_t diff = n - (it == before.calls.end() ? 0 : it->second);

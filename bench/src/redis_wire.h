@@ -57,14 +57,16 @@ class RedisWire {
 struct CommandCounts {
   std::uint64_t total = 0;    // INFO stats total_commands_processed
   std::uint64_t scripts = 0;  // calls of eval, evalsha, eval_ro, evalsha_ro, fcall, fcall_ro
-  std::uint64_t info = 0;     // calls of INFO (ours, to subtract)
+  std::uint64_t info = 0;     // calls of INFO (ours, to subtract; 3 per reading)
   std::map<std::string, std::uint64_t> calls;  // every command's calls, by name
+  double server_cpu_s = 0;    // INFO cpu: the server's main thread, user+sys
 };
 
 // What the server ran between two readings, our INFO calls taken out.
 struct CommandDelta {
   double total = 0;
   double scripts = 0;
+  double server_cpu_s = 0;  // the server's main thread
   std::map<std::string, std::uint64_t> calls;  // per command, INFO excluded
   // The `n` commands called most, as "evalsha 10, pexpire 3" (each divided by `per`).
   std::string top(std::size_t n, double per) const;
