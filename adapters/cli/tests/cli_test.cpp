@@ -133,6 +133,14 @@ TEST(CliRun, DlockUriEnvironmentVariableIsUsed) {
   EXPECT_NE(r.err.find("mem://"), std::string::npos) << r.err;
 }
 
+TEST(CliRun, AnUnusableLockServiceGives69) {
+  Sandbox box;
+  auto r = box.run({"run", "--uri", "file:///proc/no-such-dir/locks", "job", "--", "true"});
+  EXPECT_EQ(r.code, 69) << r.err;
+  EXPECT_TRUE(r.err.starts_with("dlock: unavailable")) << r.err;
+  EXPECT_LT(r.elapsed, std::chrono::seconds(5));
+}
+
 TEST(CliRun, RefusesADefaultDirOthersCanWrite) {
   Sandbox box;
   std::filesystem::create_directory(box.dir() / "dlock");
