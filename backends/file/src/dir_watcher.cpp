@@ -119,7 +119,11 @@ void DirWatcher::run() {
     for (;;) {
       ssize_t len = ::read(inotify_.get(), buf, sizeof buf);
       if (len <= 0) break;  // EAGAIN: drained
-      handle(buf, static_cast<std::size_t>(len));
+      try {
+        handle(buf, static_cast<std::size_t>(len));
+      } catch (...) {
+        // Out of memory: these wake-ups are lost; waiters still poll. Never end the process.
+      }
     }
   }
 }
