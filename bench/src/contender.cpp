@@ -1,5 +1,9 @@
 #include "contender.h"
 
+#include <sys/prctl.h>
+#include <unistd.h>
+
+#include <csignal>
 #include <cstdlib>
 #include <cstring>
 #include <exception>
@@ -85,6 +89,9 @@ void contend(dlock::ILockProvider& provider, const SharedRegion& region, int ind
 }
 
 int worker_main(const WorkerArgs& args) {
+  // A worker never outlives the run that started it (Ctrl-C, crash): it would contend forever.
+  const pid_t parent = getppid();
+  if (prctl(PR_SET_PDEATHSIG, SIGKILL) != 0 || getppid() != parent || parent == 1) return 1;
   const char* uri = std::getenv(kWorkerUriEnv);
   try {
     SharedRegion region = SharedRegion::open(args.shm_path);
