@@ -94,7 +94,7 @@ class RedisEnv final : public BackendEnv {
 
   void restart_server() override {
     const char* script = std::getenv("DLOCK_SERVERS_SCRIPT");
-    if (script == nullptr || *script == '\0') throw std::runtime_error("DLOCK_SERVERS_SCRIPT not set");
+    if (script == nullptr || *script == '\0') script = DLOCK_DEFAULT_SERVERS_SCRIPT;
     const std::string cmd = std::string("timeout 30 '") + script + "' restart redis >/dev/null 2>&1";
     const int rc = std::system(cmd.c_str());
     if (rc != 0) throw std::runtime_error("'" + std::string(script) + " restart redis' failed");
