@@ -6,6 +6,7 @@
 // HoldState keeps its ProviderCore (backend, watchdog) alive.
 #pragma once
 
+#include <atomic>
 #include <chrono>
 #include <functional>
 #include <memory>
@@ -29,7 +30,9 @@ struct HoldState {
   // Guarded by ProviderCore::mu_:
   int holds = 0;           // live Holds (re-entrant count)
   bool releasing = false;  // the last Hold is releasing it on the backend
-  bool ended = false;      // released, or given up by the core (max hold, client lease)
+  // Released, or given up by the core (max hold, client lease, lost). Written under
+  // ProviderCore::mu_; read by the scheduler without it, hence atomic.
+  std::atomic<bool> ended{false};
   // The watchdog's plan for this lock, guarded by the Scheduler's mutex.
   std::optional<std::chrono::milliseconds> renew_lease;  // set: renewed every third of it
   Clock::time_point next_renew = Clock::time_point::max();

@@ -116,7 +116,7 @@ bool ProviderCore::release(Hold& hold) {
     if (hold.released()) return false;
     if (st.ended || st.lock->lost()) {
       hold.set_released();
-      --st.holds;
+      if (--st.holds == 0) forget_locked(st);
       return false;
     }
     if (st.holds > 1) {
@@ -141,12 +141,16 @@ bool ProviderCore::release(Hold& hold) {
     st.holds = 0;
     st.releasing = false;
     st.ended = true;
-    auto it = holds_.find({st.lock->name(), st.owner});
-    if (it != holds_.end() && it->second.get() == &st) holds_.erase(it);
+    forget_locked(st);
   }
   released_.notify_all();
   if (!was_held) st.lock->mark_lost();
   return was_held;
+}
+
+void ProviderCore::forget_locked(const HoldState& st) {
+  auto it = holds_.find({st.lock->name(), st.owner});
+  if (it != holds_.end() && it->second.get() == &st) holds_.erase(it);
 }
 
 void ProviderCore::extend(Hold& hold, milliseconds lease) {

@@ -38,6 +38,9 @@ class ProviderCore : public std::enable_shared_from_this<ProviderCore> {
   void validate(std::string_view name, LockMode mode, const AcquireOptions& options) const;
   // Re-entry by an owner that already holds the name; nullopt if it holds nothing usable.
   std::optional<Lease> reenter(const Key& key, LockMode mode, Clock::time_point deadline);
+  // REQUIRES: mu_ held. Drops the map's reference to `st` once no Lease holds it: the map
+  // must never keep a HoldState (and through it this core) alive on its own.
+  void forget_locked(const HoldState& st);
 
   std::shared_ptr<spi::Backend> backend_;
   const Capabilities caps_;

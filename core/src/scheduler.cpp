@@ -37,7 +37,7 @@ Tick plan_tick(Scheduler::Shared& shared, Clock::time_point now) {
   auto& entries = shared.entries;
   for (std::size_t i = 0; i < entries.size();) {
     auto st = entries[i].lock();
-    if (!st || st->lock->lost()) {
+    if (!st || st->ended || st->lock->lost()) {
       entries[i] = std::move(entries.back());
       entries.pop_back();
       continue;
@@ -73,7 +73,10 @@ void renew(Scheduler::Shared& shared, milliseconds lease, std::vector<std::share
     auto& st = group[i];
     switch (out[i]) {
       case spi::RenewStatus::renewed: st->next_renew = sent + lease / 3; break;
-      case spi::RenewStatus::not_held: to_end.push_back(st); break;
+      case spi::RenewStatus::not_held:
+        st->next_renew = Clock::time_point::max();  // ended below: never renewed again
+        to_end.push_back(st);
+        break;
       case spi::RenewStatus::failed: st->next_renew = Clock::now() + retry_delay(lease); break;
     }
   }

@@ -178,3 +178,50 @@ TEST(Watchdog, ProviderDroppedWhileHoldingKeepsRenewing) {
 
 }  // namespace
 }  // namespace dlock
+
+namespace dlock {
+namespace {
+
+// A lost lease, once released, must not keep its provider alive (no reference cycle
+// between the provider's core and the hold's bookkeeping).
+TEST(Watchdog, LostAndReleasedLeaseFreesTheProvider) {
+  auto backend = std::make_shared<RecordingBackend>(150ms);
+  backend->outcome = spi::RenewStatus::not_held;
+  {
+    auto provider = spi::make_provider(backend, "recording://");
+    auto l = provider->try_lock("x");
+    ASSERT_TRUE(l);
+    until_true([&] { return l->lost_token().stop_requested(); }, 2s);
+    ASSERT_TRUE(l->lost_token().stop_requested());
+    EXPECT_FALSE(l->release());
+  }
+  // The scheduler thread co-owns the backend until it has stopped.
+  until_true([&] { return backend.use_count() == 1; }, 2s);
+  EXPECT_EQ(backend.use_count(), 1);
+}
+
+}  // namespace
+}  // namespace dlock
+
+namespace dlock {
+namespace {
+
+// After release() the watchdog must forget the hold even while the Lease object lives on.
+TEST(Watchdog, ReleasedLeaseIsNeverRenewedAgain) {
+  auto backend = std::make_shared<RecordingBackend>(150ms);
+  auto provider = spi::make_provider(backend, "recording://");
+  auto l = provider->try_lock("x");
+  ASSERT_TRUE(l);
+  ASSERT_TRUE(l->release());
+  std::size_t calls_at_release;
+  {
+    std::lock_guard lock(backend->mu);
+    calls_at_release = backend->calls.size();
+  }
+  std::this_thread::sleep_for(400ms);  // several renewal periods of 50 ms
+  std::lock_guard lock(backend->mu);
+  EXPECT_EQ(backend->calls.size(), calls_at_release);
+}
+
+}  // namespace
+}  // namespace dlock
