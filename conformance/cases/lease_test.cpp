@@ -1,7 +1,9 @@
 // Contracts 2, 4 and 5: explicit leases run out on time (and not before), a stale holder
 // cannot touch its successor's lock, the watchdog keeps a default lease alive, and max_hold
 // stops it.
+#include <atomic>
 #include <thread>
+#include <vector>
 
 #include "framework/conformance_test.h"
 
@@ -115,6 +117,45 @@ TEST_P(Leases, MaxHoldStopsRenewalAndFiresTheLostSignal) {
   auto b = track(*other, n, Wait::for_duration(lease() + tol() * 2));
   EXPECT_TRUE(b) << "the lock was not freed after max_hold";
   EXPECT_LE(ms_since(start), (*o.max_hold + lease() + tol()).count());
+}
+
+TEST_P(Leases, OverrunningHoldersAreToldBeforeTheNextGrant) {
+  // Holders with a short explicit lease sometimes hold past it. Each overrun must be signalled
+  // (lost) before the next holder is granted: the safety checker verifies every hand-over.
+  constexpr milliseconds kShort{200};
+  std::vector<std::shared_ptr<ILockProvider>> providers{open(), open(), open()};
+  const auto n = name();
+  std::atomic<int> overruns{0}, failures{0};
+  {
+    std::vector<std::jthread> threads;
+    for (int t = 0; t < 3; ++t) {
+      threads.emplace_back([&, t] {
+        for (int i = 0; i < 8; ++i) {
+          AcquireOptions o;
+          o.lease = kShort;
+          try {
+            auto h = track(*providers[static_cast<std::size_t>(t)], n,
+                           Wait::for_duration(std::chrono::seconds(10)), o);
+            if (!h) {
+              ++failures;
+              continue;
+            }
+            const bool overrun = (i + t) % 3 == 0;
+            std::this_thread::sleep_for(overrun ? kShort + kShort / 2 : kShort / 4);
+            if (overrun) {
+              ++overruns;
+              EXPECT_TRUE(h->lost_ns().has_value()) << "a holder past its lease was not told";
+            }
+            h->release();
+          } catch (const std::exception& e) {
+            ADD_FAILURE() << e.what();
+          }
+        }
+      });
+    }
+  }
+  EXPECT_EQ(failures, 0);
+  EXPECT_GT(overruns, 0);
 }
 
 }  // namespace dlock::conformance
