@@ -15,6 +15,10 @@ struct Scheduler::Shared {
   std::condition_variable cv;
   bool stop = false;                                // guarded by mu
   std::vector<std::weak_ptr<HoldState>> entries;    // guarded by mu
+  // When the sleeping thread wakes next; time_point::min() while it is awake (it re-plans
+  // under mu before sleeping, so it sees every entry added meanwhile). Guarded by mu.
+  Clock::time_point sleeping_until = Clock::time_point::min();
+  std::size_t compacted_size = 0;  // entries after the last compaction; guarded by mu
 };
 
 namespace {
@@ -94,7 +98,10 @@ void run(std::shared_ptr<Scheduler::Shared> shared) {
     lock.lock();
     if (renewed) continue;  // recompute the next wake-up with the new schedule
     Clock::time_point wake = plan_tick(*shared, Clock::now()).next_wake;
-    if (!shared->stop) shared->cv.wait_until(lock, wake);
+    if (shared->stop) break;
+    shared->sleeping_until = wake;
+    shared->cv.wait_until(lock, wake);
+    shared->sleeping_until = Clock::time_point::min();
   }
 }
 
@@ -120,23 +127,34 @@ Scheduler::~Scheduler() {
 
 void Scheduler::watch(const std::shared_ptr<HoldState>& state, std::optional<milliseconds> renew_lease,
                       Clock::time_point max_hold_deadline) {
+  bool sooner;
   {
     std::lock_guard lock(shared_->mu);
     state->renew_lease = renew_lease;
     state->next_renew = renew_lease ? Clock::now() + *renew_lease / 3 : Clock::time_point::max();
     state->max_hold_deadline = max_hold_deadline;
-    shared_->entries.push_back(state);
+    auto& entries = shared_->entries;
+    if (entries.size() >= 2 * shared_->compacted_size + 1024) {
+      // Released holds linger as expired entries until the next tick, which may be a third
+      // of a long lease away: compact here, amortized O(1) per acquire.
+      std::erase_if(entries, [](const auto& e) { return e.expired(); });
+      shared_->compacted_size = entries.size();
+    }
+    entries.push_back(state);
+    Clock::time_point first =
+        std::min({state->next_renew, max_hold_deadline, state->lock->expires_at()});
+    sooner = first < shared_->sleeping_until;
   }
-  shared_->cv.notify_all();
+  // Only a hold due before the planned wake-up needs the thread now: most acquires don't
+  // cost a context switch.
+  if (sooner) shared_->cv.notify_all();
 }
 
 void Scheduler::stop_renewing(HoldState& state) {
-  {
-    std::lock_guard lock(shared_->mu);
-    state.renew_lease.reset();
-    state.next_renew = Clock::time_point::max();
-  }
-  shared_->cv.notify_all();
+  // Only makes work later: the thread needs no wake-up.
+  std::lock_guard lock(shared_->mu);
+  state.renew_lease.reset();
+  state.next_renew = Clock::time_point::max();
 }
 
 }  // namespace dlock::detail
