@@ -5,11 +5,15 @@
 #include <sys/inotify.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdint>
 
 namespace dlock::file {
 namespace {
+
+// How long after a close event its waiters are woken a second time (see handle()).
+constexpr std::chrono::milliseconds kEcho{5};
 
 constexpr std::uint32_t kMask =
     IN_CLOSE_WRITE | IN_ATTRIB | IN_DELETE_SELF | IN_MOVE_SELF | IN_ONLYDIR;
@@ -108,22 +112,31 @@ void DirWatcher::run() {
   for (;;) {
     struct pollfd fds[2] = {{inotify_.get(), POLLIN, 0}, {stop_event_.get(), POLLIN, 0}};
     int timeout_ms = healthy_ ? -1 : 1000;
+    if (!echo_.empty()) {
+      auto left = std::chrono::ceil<std::chrono::milliseconds>(echo_.front().first - Clock::now());
+      timeout_ms = static_cast<int>(std::clamp<long long>(left.count(), 0, kEcho.count()));
+    }
     int n = ::poll(fds, 2, timeout_ms);
     if (n < 0 && errno != EINTR) return;  // cannot happen with valid fds; waiters still poll
     if (fds[1].revents != 0) return;
-    if (!healthy_ && add_watch()) {
-      healthy_ = true;
-      wake_matching(nullptr);  // events may have been missed while unwatched
-    }
-    if (n <= 0 || fds[0].revents == 0) continue;
-    for (;;) {
-      ssize_t len = ::read(inotify_.get(), buf, sizeof buf);
-      if (len <= 0) break;  // EAGAIN: drained
-      try {
-        handle(buf, static_cast<std::size_t>(len));
-      } catch (...) {
-        // Out of memory: these wake-ups are lost; waiters still poll. Never end the process.
+    try {
+      if (!healthy_ && add_watch()) {
+        healthy_ = true;
+        wake_matching(nullptr);  // events may have been missed while unwatched
       }
+      for (auto now = Clock::now(); !echo_.empty() && echo_.front().first <= now;) {
+        std::string name = std::move(echo_.front().second);
+        echo_.pop_front();
+        wake_matching(&name);
+      }
+      if (n <= 0 || fds[0].revents == 0) continue;
+      for (;;) {
+        ssize_t len = ::read(inotify_.get(), buf, sizeof buf);
+        if (len <= 0) break;  // EAGAIN: drained
+        handle(buf, static_cast<std::size_t>(len));
+      }
+    } catch (...) {
+      // Out of memory: these wake-ups are lost; waiters still poll. Never end the process.
     }
   }
 }
@@ -139,6 +152,9 @@ void DirWatcher::handle(const char* buf, std::size_t len) {
     } else if (ev->len > 0) {
       std::string name(ev->name);  // NUL-padded by the kernel
       wake_matching(&name);
+      // When a holder dies, the kernel raises the close event just before it drops the
+      // file's locks: a quick waiter can find the lock still held. Wake the name once more.
+      if (ev->mask & IN_CLOSE_WRITE) echo_.emplace_back(Clock::now() + kEcho, std::move(name));
     }
   }
 }

@@ -7,13 +7,15 @@
 // the file name it waits for; one thread per watcher (one watcher per directory and
 // process) reads the events and calls the matching waiters' wake functions. Waiters keep
 // their descriptor open between attempts, so a failed attempt raises no event and waiters
-// cannot wake each other in a loop.
+// cannot wake each other in a loop. A close event is echoed once, 5 ms later, because
+// at a holder's death the kernel raises it just before dropping the locks.
 //
 // Thread safety: all methods may be called from any thread.
 #pragma once
 
 #include <atomic>
 #include <chrono>
+#include <deque>
 #include <functional>
 #include <memory>
 #include <mutex>
@@ -65,12 +67,16 @@ class DirWatcher : public std::enable_shared_from_this<DirWatcher> {
   void wake_matching(const std::string* name);  // nullptr: everyone
   void unregister(const std::shared_ptr<Entry>& entry);
 
+  using Clock = std::chrono::steady_clock;
+
   const std::string dir_;
   UniqueFd inotify_;
   UniqueFd stop_event_;
   std::atomic<bool> healthy_{false};
   std::mutex mu_;  // guards entries_
   std::unordered_multimap<std::string, std::shared_ptr<Entry>> entries_;
+  // Only touched by the watcher thread: close events to echo, by deadline (FIFO = sorted).
+  std::deque<std::pair<Clock::time_point, std::string>> echo_;
   std::thread thread_;
 };
 

@@ -1,6 +1,7 @@
 // file:// across processes and over time: exclusion with another process, a SIGKILLed
 // holder freeing the lock, fencing across a killed holder, the lost signal when the lock
 // file is deleted, and push wake-up latency (well under the fallback poll).
+#include <fcntl.h>
 #include <unistd.h>
 
 #include <gtest/gtest.h>
@@ -83,6 +84,27 @@ TEST_F(FileProcess, WaiterIsWokenWhenTheHolderIsKilled) {
   EXPECT_LT(latency, 1s);
   std::printf("[ measure ] wake after SIGKILL of the holder: %lld ms\n",
               static_cast<long long>(latency.count()));
+}
+
+// What a dying holder looks like to a waiter: the close event arrives while the lock is
+// still held, and the kernel then drops the lock without any further event.
+TEST_F(FileProcess, ACloseEventThatBeatsTheUnlockIsEchoed) {
+  auto p = dlock::open(dir_.uri("poll=5s"));
+  std::string path = dir_.path() + "/" + lock_file_name("echo");
+  UniqueFd holder(::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600));
+  ASSERT_TRUE(holder.valid());
+  ASSERT_TRUE(try_lock_range(holder.get(), Range::main, RangeMode::exclusive, path.c_str()));
+  std::optional<Lease> lease;
+  std::thread waiter([&] { lease = p->try_lock("echo", Wait::for_duration(20s)); });
+  ASSERT_TRUE(eventually([&] { return range_state(dir_.path(), "echo", Range::gate) == F_WRLCK; }));
+  std::this_thread::sleep_for(50ms);  // the waiter sleeps on its 5 s poll
+  auto start = Clock::now();
+  UniqueFd(::open(path.c_str(), O_RDWR | O_CLOEXEC));  // IN_CLOSE_WRITE, lock still held
+  std::this_thread::sleep_for(1ms);                    // the waiter retries: still busy
+  unlock_range(holder.get(), Range::main);             // freed, silently
+  waiter.join();
+  ASSERT_TRUE(lease);
+  EXPECT_LT(ms_since(start), 1s);
 }
 
 TEST_F(FileProcess, PushWakeupBeatsTheFallbackPoll) {
