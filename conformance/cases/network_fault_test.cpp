@@ -2,7 +2,10 @@
 // connections while a lock is held. The holder must be told (lost signal) before anyone else
 // is granted the lock — the safety checker fails any double grant — and fencing tokens must
 // keep increasing.
+#include <atomic>
+#include <random>
 #include <thread>
+#include <vector>
 
 #include "framework/conformance_test.h"
 #include "framework/tcp_proxy.h"
@@ -113,6 +116,70 @@ TEST_P(NetworkFaults, SlowNetworkStillWorksWithinBounds) {
   EXPECT_FALSE(other->try_lock(n).has_value()) << "renewal over a 50 ms link failed";
   EXPECT_TRUE(a->release());
   EXPECT_TRUE(other->try_lock(n).has_value());
+}
+
+TEST_P(NetworkFaults, ChaosNeverDoubleGrants) {
+  // Three clients, each behind its own proxy, contend for one name while a chaos thread stalls,
+  // resets and slows their links at random. Progress is expected; a grant while an earlier
+  // holder had not been told is a failure (the safety checker).
+  DLOCK_REQUIRE_CLAIM(network_faults);
+  const auto server = env().server();
+  ASSERT_TRUE(server);
+  std::vector<std::unique_ptr<TcpProxy>> proxies;
+  std::vector<std::shared_ptr<ILockProvider>> clients;
+  for (int i = 0; i < 3; ++i) {
+    proxies.push_back(std::make_unique<TcpProxy>(server->host, server->port));
+    clients.push_back(open({.via_port = proxies.back()->port()}));
+  }
+  const auto n = name();
+  const auto until = Clock::now() + std::chrono::seconds(6);
+  std::atomic<int> grants{0}, errors{0};
+  {
+    std::vector<std::jthread> threads;
+    for (int t = 0; t < 3; ++t) {
+      threads.emplace_back([&, t] {
+        std::mt19937 rng(static_cast<unsigned>(t) + 1);
+        while (Clock::now() < until) {
+          try {
+            auto h = track(*clients[static_cast<std::size_t>(t)], n, Wait::for_duration(std::chrono::seconds(2)));
+            if (!h) continue;
+            ++grants;
+            // Mostly short holds; some span more than a lease, so a stall can catch them.
+            std::this_thread::sleep_for(rng() % 6 == 0 ? lease() * 3 / 2 : milliseconds(20 + rng() % 60));
+            h->release();
+          } catch (const Error&) {
+            ++errors;  // unavailable while cut off: expected
+            std::this_thread::sleep_for(milliseconds(50));
+          }
+        }
+      });
+    }
+    threads.emplace_back([&] {
+      std::mt19937 rng(7);
+      while (Clock::now() + std::chrono::seconds(1) < until) {
+        auto& proxy = *proxies[rng() % proxies.size()];
+        switch (rng() % 3) {
+          case 0:
+            proxy.set_mode(TcpProxy::Mode::blackhole);
+            std::this_thread::sleep_for(lease() + milliseconds(rng() % 800));
+            proxy.set_mode(TcpProxy::Mode::pass);
+            break;
+          case 1:
+            proxy.reset_all();
+            break;
+          default:
+            proxy.set_delay(milliseconds(40));
+            std::this_thread::sleep_for(milliseconds(300));
+            proxy.set_delay(milliseconds(0));
+        }
+        std::this_thread::sleep_for(milliseconds(100 + rng() % 300));
+      }
+      for (auto& p : proxies) p->set_mode(TcpProxy::Mode::pass);
+    });
+  }
+  std::cout << "[conformance] " << ctx().backend << " chaos: " << grants << " grants, " << errors
+            << " errors\n";
+  EXPECT_GE(grants, 5) << "no progress under chaos";
 }
 
 }  // namespace dlock::conformance
