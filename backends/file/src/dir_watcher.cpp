@@ -50,7 +50,7 @@ std::shared_ptr<DirWatcher> DirWatcher::for_directory(const std::string& dir) {
   }
   auto& slot = (*watchers)[dir];
   auto watcher = slot.lock();
-  if (!watcher) {
+  if (!watcher || watcher->pid_ != ::getpid()) {
     watcher = std::make_shared<DirWatcher>(dir);
     slot = watcher;
   }
@@ -60,19 +60,27 @@ std::shared_ptr<DirWatcher> DirWatcher::for_directory(const std::string& dir) {
 DirWatcher::DirWatcher(std::string dir)
     : dir_(std::move(dir)),
       inotify_(::inotify_init1(IN_NONBLOCK | IN_CLOEXEC)),
-      stop_event_(::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC)) {
+      stop_event_(::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC)),
+      pid_(::getpid()) {
   if (inotify_.valid()) healthy_ = add_watch();
-  if (inotify_.valid() && stop_event_.valid()) thread_ = std::thread([this] { run(); });
+  if (inotify_.valid() && stop_event_.valid()) {
+    thread_ = std::make_unique<std::thread>([this] { run(); });
+  }
   else healthy_ = false;
 }
 
 DirWatcher::~DirWatcher() {
-  if (thread_.joinable()) {
-    std::uint64_t one = 1;
-    while (::write(stop_event_.get(), &one, sizeof one) < 0 && errno == EINTR) {
-    }
-    thread_.join();
+  if (!thread_) return;
+  if (::getpid() != pid_) {
+    // A forked child: the eventfd would stop the parent's thread, and joining a thread that
+    // does not exist here would hang. Leak the thread object; close only our copies of fds.
+    static_cast<void>(thread_.release());
+    return;
   }
+  std::uint64_t one = 1;
+  while (::write(stop_event_.get(), &one, sizeof one) < 0 && errno == EINTR) {
+  }
+  thread_->join();
 }
 
 bool DirWatcher::add_watch() noexcept {
@@ -104,7 +112,9 @@ void DirWatcher::unregister(const std::shared_ptr<Entry>& entry) {
   }
   entry->alive = false;
   // Wait for a wake() in progress; not on our own thread, where that call is the caller.
-  if (std::this_thread::get_id() != thread_.get_id()) std::lock_guard wait(entry->calling);
+  if (!thread_ || std::this_thread::get_id() != thread_->get_id()) {
+    std::lock_guard wait(entry->calling);
+  }
 }
 
 void DirWatcher::run() {

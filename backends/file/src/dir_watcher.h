@@ -13,6 +13,8 @@
 // Thread safety: all methods may be called from any thread.
 #pragma once
 
+#include <sys/types.h>
+
 #include <atomic>
 #include <chrono>
 #include <deque>
@@ -33,6 +35,7 @@ class DirWatcher : public std::enable_shared_from_this<DirWatcher> {
  public:
   // The watcher of `dir` shared by every provider of this process on that directory
   // (inotify instances are scarce: 128 per user by default). Thread-safe.
+  // A forked child gets a watcher of its own.
   static std::shared_ptr<DirWatcher> for_directory(const std::string& dir);
 
   // Starts watching `dir`. Prefer for_directory(). Never throws for inotify trouble: the
@@ -41,6 +44,8 @@ class DirWatcher : public std::enable_shared_from_this<DirWatcher> {
   explicit DirWatcher(std::string dir);
   // Stops and joins the thread. REQUIRES: no registration of this watcher is still alive
   // (registrations hold a shared_ptr to the watcher, so this holds by construction).
+  // In a child created by fork() (the thread does not exist there) it touches nothing the
+  // parent shares and leaks the thread object instead of joining it.
   ~DirWatcher();
   DirWatcher(const DirWatcher&) = delete;
   DirWatcher& operator=(const DirWatcher&) = delete;
@@ -77,7 +82,8 @@ class DirWatcher : public std::enable_shared_from_this<DirWatcher> {
   std::unordered_multimap<std::string, std::shared_ptr<Entry>> entries_;
   // Only touched by the watcher thread: close events to echo, by deadline (FIFO = sorted).
   std::deque<std::pair<Clock::time_point, std::string>> echo_;
-  std::thread thread_;
+  const pid_t pid_;                      // the process whose thread this is
+  std::unique_ptr<std::thread> thread_;  // a pointer, so a forked child can leak it
 };
 
 }  // namespace dlock::file

@@ -1,6 +1,7 @@
 #include "file_backend.h"
 
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <utility>
@@ -135,6 +136,10 @@ bool FileBackend::release(spi::HeldLock& lock) {
   FileHeldLock& held = as_file_lock(lock);
   std::lock_guard guard(held.mu);
   if (!held.fd.valid()) return false;
+  if (held.pid != ::getpid()) {
+    held.fd.reset();  // a forked child: drop our copy, never the parent's lock
+    return false;
+  }
   bool ours = identity(held.fd.get(), held.path) == Identity::same;
   // Unlock before closing, so the close event never reaches a waiter before the lock is free.
   unlock_range(held.fd.get(), Range::main);

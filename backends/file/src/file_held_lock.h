@@ -1,6 +1,8 @@
 // FileHeldLock: a granted file:// lock, owning the open file description that holds it.
 #pragma once
 
+#include <unistd.h>
+
 #include <mutex>
 #include <string>
 
@@ -16,11 +18,15 @@ class FileHeldLock final : public spi::HeldLock {
                UniqueFd held_fd, std::string lock_path)
       : HeldLock(std::move(name), mode, std::move(owner_key), token, Clock::time_point::max()),
         fd(std::move(held_fd)),
-        path(std::move(lock_path)) {}
+        path(std::move(lock_path)),
+        pid(::getpid()) {}
 
   std::mutex mu;
   UniqueFd fd;  // holds Range::main; invalid once released
   const std::string path;
+  // The process that took the lock. A child created by fork() shares the open description:
+  // unlocking it there would free the parent's lock.
+  const pid_t pid;
 };
 
 }  // namespace dlock::file
