@@ -182,6 +182,36 @@ TEST_F(FileProvider, AWriterThatGivesUpLeavesNothingBehind) {
   EXPECT_TRUE(p3->try_lock_shared("gone"));
 }
 
+std::size_t open_fds() {
+  std::size_t n = 0;
+  for ([[maybe_unused]] const auto& e : std::filesystem::directory_iterator("/proc/self/fd")) ++n;
+  return n;
+}
+
+TEST_F(FileProvider, LeavesNoDescriptorBehind) {
+  const std::size_t before = open_fds();
+  {
+    auto p1 = open_provider(), p2 = open_provider();
+    auto held = p1->try_lock("fd");
+    ASSERT_TRUE(held);
+    EXPECT_FALSE(p2->try_lock("fd"));                              // failed try
+    EXPECT_FALSE(p2->try_lock("fd", Wait::for_duration(30ms)));    // writer wait timed out
+    EXPECT_FALSE(p2->try_lock_shared("fd", Wait::for_duration(30ms)));  // reader too
+    std::stop_source cancel;
+    AcquireOptions opts;
+    opts.cancel = cancel.get_token();
+    std::thread t([&] { EXPECT_FALSE(p2->try_lock("fd", Wait::forever(), opts)); });
+    std::this_thread::sleep_for(30ms);
+    cancel.request_stop();
+    t.join();
+    held->release();
+    auto r = p2->try_lock_shared("fd");
+    ASSERT_TRUE(r);
+    EXPECT_GT(open_fds(), before);  // the hold's descriptor, the watcher's
+  }
+  EXPECT_EQ(open_fds(), before);
+}
+
 TEST_F(FileProvider, FencingTokensStrictlyIncreaseAcrossHolders) {
   auto p1 = open_provider(), p2 = open_provider();
   std::uint64_t last = 0;
