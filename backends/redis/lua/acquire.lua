@@ -26,34 +26,54 @@ local function now()
   return now_ms
 end
 
--- Readers whose own lease ran out hold nothing any more.
-local held = redis.call('HGET', hash, 'mode')
-if held == 'r' then
-  local dead = redis.call('ZRANGEBYSCORE', readers, '-inf', now())
-  if #dead > 0 then
-    for _, r in ipairs(dead) do redis.call('HDEL', hash, r) end
-    redis.call('ZREMRANGEBYSCORE', readers, '-inf', now())
-    if redis.call('HLEN', hash) <= 1 then
-      redis.call('DEL', hash, readers)
-      held = false
+-- One call answers the common case: nobody holds the lock and nobody queues for it.
+local held, head = false, false
+if redis.call('EXISTS', hash, queue) > 0 then
+  held = redis.call('HGET', hash, 'mode')
+  -- This owner already holds it in this mode: the retry of an attempt whose grant reached
+  -- the server but whose reply was lost (the core never asks twice otherwise). Grant again
+  -- without counting twice; under an exclusive hold no one else moved the counter.
+  if ((mode == 'x' and held == 'w') or (mode == 's' and held == 'r')) and
+      redis.call('HEXISTS', hash, owner) == 1 then
+    if mode == 'x' then
+      redis.call('PEXPIRE', hash, lease)
+    else
+      redis.call('ZADD', readers, now() + lease, owner)
+      if redis.call('PTTL', hash) < lease then
+        redis.call('PEXPIRE', hash, lease)
+        redis.call('PEXPIRE', readers, lease)
+      end
+    end
+    return {1, tonumber(redis.call('GET', counter))}
+  end
+
+  -- Readers whose own lease ran out hold nothing any more.
+  if held == 'r' then
+    local dead = redis.call('ZRANGEBYSCORE', readers, '-inf', now())
+    if #dead > 0 then
+      for _, r in ipairs(dead) do redis.call('HDEL', hash, r) end
+      redis.call('ZREMRANGEBYSCORE', readers, '-inf', now())
+      if redis.call('HLEN', hash) <= 1 then
+        redis.call('DEL', hash, readers)
+        held = false
+      end
     end
   end
-end
 
--- The fair queue: purge waiters that stopped refreshing, then find the head.
-local head = false
-if redis.call('EXISTS', queue) == 1 then
-  local dead = redis.call('ZRANGEBYSCORE', deadlines, '-inf', now())
-  if #dead > 0 then
-    for _, w in ipairs(dead) do redis.call('ZREM', queue, w) end
-    redis.call('ZREMRANGEBYSCORE', deadlines, '-inf', now())
-  end
-  head = redis.call('ZRANGE', queue, 0, 0)[1] or false
-  if not head then
-    redis.call('DEL', queue, deadlines, arrivals)
-  elseif #dead > 0 and head ~= waiter and held ~= 'w' then
-    -- A dead head was dropped: its successor may proceed now.
-    redis.call('PUBLISH', channel, 'f' .. head)
+  -- The fair queue: purge waiters that stopped refreshing, then find the head.
+  if redis.call('EXISTS', queue) == 1 then
+    local dead = redis.call('ZRANGEBYSCORE', deadlines, '-inf', now())
+    if #dead > 0 then
+      for _, w in ipairs(dead) do redis.call('ZREM', queue, w) end
+      redis.call('ZREMRANGEBYSCORE', deadlines, '-inf', now())
+    end
+    head = redis.call('ZRANGE', queue, 0, 0)[1] or false
+    if not head then
+      redis.call('DEL', queue, deadlines, arrivals)
+    elseif #dead > 0 and head ~= waiter and held ~= 'w' then
+      -- A dead head was dropped: its successor may proceed now.
+      redis.call('PUBLISH', channel, 'f' .. head)
+    end
   end
 end
 local is_head = fair and head == waiter
@@ -72,10 +92,11 @@ end
 
 if not blocked then
   if mode == 'x' then
-    redis.call('HSET', hash, 'mode', 'w')
-    redis.call('HINCRBY', hash, owner, 1)
+    -- The hash does not exist here (held == false). One hold: the core counts re-entries.
+    redis.call('HSET', hash, 'mode', 'w', owner, 1)
     redis.call('PEXPIRE', hash, lease)
-    if redis.call('GET', marker) == waiter then redis.call('DEL', marker) end
+    -- Only a caller that waits can have set the writer-waiting marker.
+    if will_wait and redis.call('GET', marker) == waiter then redis.call('DEL', marker) end
   else
     if held == false then redis.call('HSET', hash, 'mode', 'r') end
     redis.call('HINCRBY', hash, owner, 1)

@@ -11,12 +11,6 @@ local hash, readers, latch = KEYS[1], KEYS[2], KEYS[3]
 local queue, deadlines, arrivals = KEYS[4], KEYS[5], KEYS[6]
 local owner, latch_ttl, channel = ARGV[1], tonumber(ARGV[2]), ARGV[3]
 
--- A retry of a request that already ran (its reply was lost) must not count twice.
-local done = redis.call('GET', latch)
-if done then return tonumber(done) end
-
-if redis.call('HEXISTS', hash, owner) == 0 then return 0 end
-
 local now_ms = nil
 local function now()
   if not now_ms then
@@ -26,7 +20,18 @@ local function now()
   return now_ms
 end
 
-local mode = redis.call('HGET', hash, 'mode')
+local state = redis.call('HMGET', hash, 'mode', owner)
+local mode, count = state[1], state[2]
+if not count then
+  -- Not held by this owner. Perhaps this very request already released it and its reply
+  -- was lost: the latch answers for it, so a retry neither counts twice nor says "not held"
+  -- wrongly. (The core never lets the owner take the name again while a release of it is
+  -- unanswered, so a present field is never a newer grant of the same owner.)
+  local done = redis.call('GET', latch)
+  if done then return tonumber(done) end
+  return 0
+end
+
 if mode == 'r' then
   -- A reader whose own lease ran out no longer holds the lock.
   local expiry = redis.call('ZSCORE', readers, owner)
@@ -39,10 +44,13 @@ if mode == 'r' then
 end
 
 redis.call('SET', latch, 1, 'PX', latch_ttl)
-if redis.call('HINCRBY', hash, owner, -1) > 0 then return 1 end
-redis.call('HDEL', hash, owner)
+if tonumber(count) > 1 then
+  redis.call('HINCRBY', hash, owner, -1)
+  return 1
+end
 
 if mode == 'r' then
+  redis.call('HDEL', hash, owner)
   redis.call('ZREM', readers, owner)
   if redis.call('HLEN', hash) > 1 then
     -- Other readers remain: the hash now lives as long as the longest of them.
@@ -54,8 +62,10 @@ if mode == 'r' then
     end
     return 1
   end
+  redis.call('DEL', hash, readers)
+else
+  redis.call('DEL', hash)
 end
-redis.call('DEL', hash, readers)
 
 -- The lock is free: wake the fair queue's live head by name, or every process's waiters.
 if redis.call('EXISTS', queue) == 1 then

@@ -1,11 +1,16 @@
 #include "connection.h"
 
 #include <poll.h>
+#include <sys/socket.h>
 #include <sys/time.h>
 
+#include <cerrno>
 #include <cstdio>
+#include <cstring>
 #include <string>
 #include <vector>
+
+#include <hiredis/sds.h>
 
 #include "errors.h"
 
@@ -97,7 +102,30 @@ void Connection::append(std::span<const std::string_view> args) {
   }
 }
 
+void Connection::flush() {
+  // hiredis writes with write(2), which raises SIGPIPE on a connection the server closed and
+  // kills a process that did not ignore it; a library must not. So the queued commands are
+  // sent here with MSG_NOSIGNAL, leaving hiredis nothing to write.
+  while (sdslen(ctx_->obuf) > 0) {
+    const ssize_t n = ::send(ctx_->fd, ctx_->obuf, sdslen(ctx_->obuf), MSG_NOSIGNAL);
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      ctx_->err = REDIS_ERR_IO;
+      snprintf(ctx_->errstr, sizeof ctx_->errstr, "%s",
+               errno == EAGAIN ? "timed out sending the request" : std::strerror(errno));
+      transport_failed("send");
+    }
+    // Drop the sent bytes (sdsrange without a link-time dependency: hiredis 0.14 declares
+    // its sds functions without C linkage for C++; the length helpers are inline).
+    const std::size_t left = sdslen(ctx_->obuf) - static_cast<std::size_t>(n);
+    std::memmove(ctx_->obuf, ctx_->obuf + n, left);
+    sdssetlen(ctx_->obuf, left);
+    ctx_->obuf[left] = '\0';
+  }
+}
+
 Reply Connection::read_reply() {
+  flush();
   void* raw = nullptr;
   if (redisGetReply(ctx_, &raw) != REDIS_OK || raw == nullptr) {
     if (raw != nullptr) freeReplyObject(raw);

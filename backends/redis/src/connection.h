@@ -42,6 +42,9 @@ class Connection {
   // command with read_reply(). Same failures as command().
   void append(std::span<const std::string_view> args);
   Reply read_reply();
+  // Sends what append() queued (read_reply() does it first). Never raises SIGPIPE.
+  // Throws Error(unavailable) on failure, after which broken() is true.
+  void flush();
 
   // Throws translate_error() for `doing` with `reply` (an error reply or of a wrong type).
   [[noreturn]] void fail(std::string_view doing, const redisReply* reply) const;

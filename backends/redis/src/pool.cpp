@@ -21,8 +21,10 @@ ConnectionPool::Handle ConnectionPool::take() {
       std::unique_ptr<Connection> c = std::move(idle_.back());
       idle_.pop_back();
       // A connection the server closed while it sat idle (restart, timeout) is dropped here
-      // rather than failing a command that could not be retried safely.
-      if (c->broken() || c->stale()) {
+      // rather than failing a command that could not be retried safely. Checked only after
+      // a pause, to keep the busy path free of system calls.
+      const bool rested = Clock::now() - c->idle_since > std::chrono::milliseconds(200);
+      if (c->broken() || (rested && c->stale())) {
         --open_;
         continue;
       }

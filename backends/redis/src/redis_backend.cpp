@@ -41,6 +41,21 @@ long long int_at(Connection& c, const redisReply* r, std::size_t i, std::string_
 
 }  // namespace
 
+// Runs `op` on a pooled connection; if the connection itself failed (not an error reply),
+// runs it once more on a fresh one. Every script is safe to repeat: acquire recognises its
+// own grant, release answers from its latch, renewal and abandon are idempotent.
+template <class Op>
+auto RedisBackend::with_retry(Op&& op) {
+  for (int attempt = 0;; ++attempt) {
+    auto conn = pool_.take();
+    try {
+      return op(*conn);
+    } catch (const Error&) {
+      if (attempt >= 1 || !conn->broken()) throw;
+    }
+  }
+}
+
 RedisHeldLock::RedisHeldLock(std::string name, LockMode mode, std::string owner_key,
                              std::uint64_t token, Clock::time_point expires_at)
     : HeldLock(std::move(name), mode, std::move(owner_key), token, expires_at),
@@ -88,11 +103,15 @@ spi::Attempt RedisBackend::try_acquire(const spi::AttemptRequest& req) {
   }
   if (sub) sub->note_attempt(req.waiter_id);
 
-  auto conn = pool_.take();
-  const auto sent = Clock::now();  // the lease is counted from before the request left
-  Reply r = scripts_->run(*conn, Script::acquire, keys, args);
-  const long long granted = int_at(*conn, r.get(), 0, "acquire script");
-  const long long value = int_at(*conn, r.get(), 1, "acquire script");
+  Clock::time_point sent;
+  long long granted = 0, value = 0;
+  with_retry([&](Connection& conn) {
+    sent = Clock::now();  // the lease is counted from before the request left
+    Reply r = scripts_->run(conn, Script::acquire, keys, args);
+    granted = int_at(conn, r.get(), 0, "acquire script");
+    value = int_at(conn, r.get(), 1, "acquire script");
+    return 0;
+  });
   if (granted == 1) {
     if (shared && sub) sub->wake_readers(k.channel);
     return std::make_shared<RedisHeldLock>(std::string(req.name), req.mode, std::string(req.owner_key),
@@ -124,16 +143,9 @@ void RedisBackend::abandon(const spi::AttemptRequest& req) noexcept {
     const LockKeys k(options_.prefix, req.name, options_.db);
     const std::string_view keys[] = {k.hash, k.marker, k.queue, k.deadlines, k.arrivals};
     const std::string_view args[] = {req.waiter_id, k.channel};
-    for (int attempt = 0; attempt < 2; ++attempt) {
-      try {
-        auto conn = pool_.take();
-        scripts_->run(*conn, Script::abandon, keys, args);
-        return;
-      } catch (const Error&) {
-        // one retry on a fresh connection; the heartbeat/marker TTL cleans up otherwise
-      }
-    }
+    with_retry([&](Connection& conn) { return scripts_->run(conn, Script::abandon, keys, args); });
   } catch (...) {
+    // Best effort: the fair heartbeat and the marker's TTL clean up what is left.
   }
 }
 
@@ -145,18 +157,13 @@ bool RedisBackend::release(spi::HeldLock& lock) {
       ms_text(std::max(milliseconds(10000), options_.command_timeout * 4));
   const std::string_view keys[] = {k.hash, k.readers, latch, k.queue, k.deadlines, k.arrivals};
   const std::string_view args[] = {held.owner_key(), latch_ttl, k.channel};
-  for (int attempt = 0;; ++attempt) {
-    try {
-      auto conn = pool_.take();
-      Reply r = scripts_->run(*conn, Script::release, keys, args);
-      if (r->type != REDIS_REPLY_INTEGER) conn->fail("release script", r.get());
-      return r->integer == 1;
-    } catch (const Error& e) {
-      // The first request may have run without its reply reaching us: ask again with the
-      // same latch, which answers for it instead of releasing twice.
-      if (e.code() != ErrorCode::unavailable || attempt >= 1) throw;
-    }
-  }
+  // A retry after a lost reply asks again with the same latch, which answers for the first
+  // request instead of releasing twice.
+  return with_retry([&](Connection& conn) {
+    Reply r = scripts_->run(conn, Script::release, keys, args);
+    if (r->type != REDIS_REPLY_INTEGER) conn.fail("release script", r.get());
+    return r->integer == 1;
+  });
 }
 
 void RedisBackend::extend_many(std::span<spi::HeldLock* const> locks, milliseconds lease,
@@ -189,18 +196,23 @@ void RedisBackend::extend_many(std::span<spi::HeldLock* const> locks, millisecon
       chunks.push_back(std::move(c));
     }
 
-    auto conn = pool_.take();
-    const auto sent = Clock::now();
-    for (auto& c : chunks) scripts_->append(*conn, Script::extend, c.keys, c.args);
+    Clock::time_point sent;
     std::vector<Reply> replies;
-    replies.reserve(chunks.size());
-    for (std::size_t i = 0; i < chunks.size(); ++i) replies.push_back(conn->read_reply());
-    for (std::size_t i = 0; i < chunks.size(); ++i) {
-      if (Scripts::is_noscript(replies[i].get())) {
-        // The server lost its scripts (SCRIPT FLUSH, restart): load and renew this chunk again.
-        scripts_->load(*conn, Script::extend);
-        replies[i] = scripts_->run(*conn, Script::extend, chunks[i].keys, chunks[i].args);
+    with_retry([&](Connection& conn) {
+      sent = Clock::now();
+      replies.clear();
+      for (auto& c : chunks) scripts_->append(conn, Script::extend, c.keys, c.args);
+      for (std::size_t i = 0; i < chunks.size(); ++i) replies.push_back(conn.read_reply());
+      for (std::size_t i = 0; i < chunks.size(); ++i) {
+        if (Scripts::is_noscript(replies[i].get())) {
+          // The server lost its scripts (SCRIPT FLUSH, restart): load, renew this chunk again.
+          scripts_->load(conn, Script::extend);
+          replies[i] = scripts_->run(conn, Script::extend, chunks[i].keys, chunks[i].args);
+        }
       }
+      return 0;
+    });
+    for (std::size_t i = 0; i < chunks.size(); ++i) {
       const redisReply* r = replies[i].get();
       if (r->type != REDIS_REPLY_ARRAY || r->elements != chunks[i].count) continue;  // stays failed
       for (std::size_t j = 0; j < chunks[i].count; ++j) {

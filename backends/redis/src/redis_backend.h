@@ -53,6 +53,8 @@ class RedisBackend : public spi::Backend {
 
  private:
   std::shared_ptr<Subscriber> subscriber();
+  template <class Op>
+  auto with_retry(Op&& op);
 
   const RedisOptions options_;
   Capabilities caps_;

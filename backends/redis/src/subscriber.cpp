@@ -299,9 +299,10 @@ bool Subscriber::send_pending() noexcept {
       }
     }
   }
-  int done = 0;
-  while (!done) {
-    if (redisBufferWrite(conn_->raw(), &done) != REDIS_OK) return false;
+  try {
+    conn_->flush();
+  } catch (...) {
+    return false;
   }
   return true;
 }

@@ -176,6 +176,24 @@ TEST_F(RedisBackendTest, RetriedReleaseNeitherCountsTwiceNorLies) {
   EXPECT_TRUE(backend_->release(*b));
 }
 
+TEST_F(RedisBackendTest, RetriedAcquireRecognisesItsOwnGrant) {
+  // The same request again (as after a lost reply): granted once, counted once.
+  auto first = try_get({"ra", "c1:a", LockMode::exclusive, 2s});
+  ASSERT_TRUE(first);
+  auto again = try_get({"ra", "c1:a", LockMode::exclusive, 10s});
+  ASSERT_TRUE(again);
+  EXPECT_EQ(again->fencing_token(), first->fencing_token());
+  EXPECT_EQ(raw_->string({"HGET", keys("ra").hash, "c1:a"}), "1");
+  EXPECT_GT(raw_->integer({"PTTL", keys("ra").hash}), 5000);
+  EXPECT_TRUE(backend_->release(*again));
+  EXPECT_EQ(raw_->integer({"EXISTS", keys("ra").hash}), 0);
+  // Another owner is still refused, of course.
+  auto r = try_get({"ra", "c1:r", LockMode::shared});
+  ASSERT_TRUE(r);
+  EXPECT_TRUE(try_get({"ra", "c1:r", LockMode::shared}));
+  EXPECT_FALSE(try_get({"ra", "c1:w"}));
+}
+
 TEST_F(RedisBackendTest, BatchRenewalChecksEveryOwner) {
   constexpr int kLocks = 250;
   std::vector<HeldPtr> held;
