@@ -1,11 +1,14 @@
 // The file:// factory and its registrar.
 //
-// URI: file:///absolute/dir[?poll=100ms&fsync=true]
+// URI: file:///absolute/dir[?poll=100ms&fsync=true&lease=3s]
 //   poll   fallback poll of a waiter when no wake-up arrives (a crashed holder's close
 //          event can reach a waiter a moment before the kernel drops its lock); default 100ms.
 //   fsync  fdatasync the fencing counter (and fsync the directory when a lock file is
 //          created) before a lock is granted, so tokens never go backwards across a power
 //          loss; default true. false is faster and still safe across process crashes.
+//   lease  default lease; nothing expires (locks die with the process), but the watchdog
+//          checks every third of it that the lock file was not deleted or replaced;
+//          default 3s, so the lost signal fires within ~1.1 s.
 // The directory is created (mode 0700, parents too) when missing.
 #include <sys/stat.h>
 
@@ -44,6 +47,7 @@ FileConfig parse_config(const Uri& uri) {
   UriParams params(uri);
   if (auto poll = params.take_duration("poll")) config.poll = *poll;
   if (auto fsync = params.take_bool("fsync")) config.durable = *fsync;
+  if (auto lease = params.take_duration("lease")) config.default_lease = *lease;
   params.finish();
   return config;
 }

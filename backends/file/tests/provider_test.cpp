@@ -46,6 +46,7 @@ TEST_F(FileProvider, BadUrisAreInvalidArguments) {
   EXPECT_EQ(error_of(dir_.uri("bogus=1")), ErrorCode::invalid_argument);
   EXPECT_EQ(error_of(dir_.uri("poll=fast")), ErrorCode::invalid_argument);
   EXPECT_EQ(error_of(dir_.uri("fsync=maybe")), ErrorCode::invalid_argument);
+  EXPECT_EQ(error_of(dir_.uri("lease=0s")), ErrorCode::invalid_argument);
   std::string file = dir_.path() + "/plain";
   { std::FILE* f = std::fopen(file.c_str(), "w"); std::fclose(f); }
   EXPECT_EQ(error_of("file://" + file), ErrorCode::invalid_argument);
@@ -79,6 +80,10 @@ TEST_F(FileProvider, CreatesTheDirectoryPrivately) {
   EXPECT_EQ(caps.liveness, Liveness::session);
   EXPECT_EQ(caps.max_name_bytes, 1024u);
   EXPECT_EQ(p->uri(), "file://" + deep + "/?poll=50ms&fsync=false");
+  EXPECT_EQ(caps.default_lease, std::chrono::milliseconds(3000));
+  auto q = dlock::open(dir_.uri("lease=600ms"));
+  EXPECT_EQ(q->capabilities().default_lease, std::chrono::milliseconds(600));
+  EXPECT_EQ(q->capabilities().lost_signal_bound, std::chrono::milliseconds(300));
 }
 
 TEST_F(FileProvider, RecreatesAVanishedDirectory) {
