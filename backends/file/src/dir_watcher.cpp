@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstdint>
+#include <exception>
 
 namespace dlock::file {
 namespace {
@@ -28,14 +29,18 @@ struct DirWatcher::Entry {
 
 class DirWatcher::Registration : public spi::WaitRegistration {
  public:
-  Registration(std::shared_ptr<DirWatcher> watcher, std::shared_ptr<Entry> entry,
-               std::chrono::milliseconds poll)
-      : watcher_(std::move(watcher)), entry_(std::move(entry)), poll_(poll) {}
-  ~Registration() override { watcher_->unregister(entry_); }
+  Registration(std::shared_ptr<DirWatcher> watcher, std::string file_name,
+               std::shared_ptr<Entry> entry, std::chrono::milliseconds poll)
+      : watcher_(std::move(watcher)),
+        file_name_(std::move(file_name)),
+        entry_(std::move(entry)),
+        poll_(poll) {}
+  ~Registration() override { watcher_->unregister(file_name_, entry_); }
   std::chrono::milliseconds fallback_poll() const noexcept override { return poll_; }
 
  private:
   std::shared_ptr<DirWatcher> watcher_;
+  std::string file_name_;
   std::shared_ptr<Entry> entry_;
   std::chrono::milliseconds poll_;
 };
@@ -62,11 +67,13 @@ DirWatcher::DirWatcher(std::string dir)
       inotify_(::inotify_init1(IN_NONBLOCK | IN_CLOEXEC)),
       stop_event_(::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC)),
       pid_(::getpid()) {
-  if (inotify_.valid()) healthy_ = add_watch();
-  if (inotify_.valid() && stop_event_.valid()) {
+  if (!inotify_.valid() || !stop_event_.valid()) return;  // unhealthy: waiters poll
+  healthy_ = add_watch();
+  try {
     thread_ = std::make_unique<std::thread>([this] { run(); });
+  } catch (const std::exception&) {  // no thread to be had (EAGAIN): waiters poll
+    healthy_ = false;
   }
-  else healthy_ = false;
 }
 
 DirWatcher::~DirWatcher() {
@@ -95,15 +102,17 @@ std::unique_ptr<spi::WaitRegistration> DirWatcher::watch(std::string file_name,
   entry->wake = std::move(wake);
   {
     std::lock_guard lock(mu_);
-    entries_.emplace(std::move(file_name), entry);
+    entries_.emplace(file_name, entry);
   }
-  return std::make_unique<Registration>(shared_from_this(), std::move(entry), poll);
+  return std::make_unique<Registration>(shared_from_this(), std::move(file_name),
+                                        std::move(entry), poll);
 }
 
-void DirWatcher::unregister(const std::shared_ptr<Entry>& entry) {
+void DirWatcher::unregister(const std::string& file_name, const std::shared_ptr<Entry>& entry) {
   {
     std::lock_guard lock(mu_);
-    for (auto it = entries_.begin(); it != entries_.end(); ++it) {
+    auto [first, last] = entries_.equal_range(file_name);
+    for (auto it = first; it != last; ++it) {
       if (it->second == entry) {
         entries_.erase(it);
         break;

@@ -70,7 +70,7 @@ class DirWatcher : public std::enable_shared_from_this<DirWatcher> {
   bool add_watch() noexcept;
   void handle(const char* buf, std::size_t len);
   void wake_matching(const std::string* name);  // nullptr: everyone
-  void unregister(const std::shared_ptr<Entry>& entry);
+  void unregister(const std::string& file_name, const std::shared_ptr<Entry>& entry);
 
   using Clock = std::chrono::steady_clock;
 
