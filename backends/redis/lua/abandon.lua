@@ -1,37 +1,43 @@
--- Removes what a waiter that gave up left behind: its fair-queue entry and its
--- writer-waiting marker, waking whoever may now proceed.
--- Key layout and message payloads: backends/redis/README.md.
+-- Cleans up after a waiter that gave up (timed out, cancelled, failed): removes its queue
+-- entry and gives back a grant the queue made to it that it never picked up, then lets the
+-- next waiters in. Key layout: backends/redis/README.md. Helpers: queue.lua (prepended).
 --
--- KEYS[1] holders hash   KEYS[2] writer-waiting marker   KEYS[3] fair queue
--- KEYS[4] fair queue deadlines   KEYS[5] fair arrival counter
--- ARGV[1] waiter id   ARGV[2] wake-up channel
+-- KEYS[1] holders hash   KEYS[2] reader expiries zset   KEYS[3] fencing counter
+-- KEYS[4] queue   KEYS[5] waiter deadlines   KEYS[6] waiter asks   KEYS[7] arrival counter
+-- ARGV[1] waiter id   ARGV[2] owner key   ARGV[3] wake-up channel
 --
 -- Returns 1 if something was removed, 0 otherwise.
-local hash, marker, queue, deadlines, arrivals = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
-local waiter, channel = ARGV[1], ARGV[2]
+local hash, readers, counter = KEYS[1], KEYS[2], KEYS[3]
+local queue, deadlines, owners, arrivals = KEYS[4], KEYS[5], KEYS[6], KEYS[7]
+local waiter, owner, channel = ARGV[1], ARGV[2], ARGV[3]
 local removed = 0
-local held = redis.call('HGET', hash, 'mode')
 
-if redis.call('GET', marker) == waiter then
-  redis.call('DEL', marker)
+if redis.call('ZSCORE', queue, waiter) then
+  dequeue(queue, deadlines, owners, waiter)
   removed = 1
-  -- Readers kept out by this writer may go now.
-  if held ~= 'w' and redis.call('EXISTS', queue) == 0 then
-    redis.call('PUBLISH', channel, 's')
+end
+
+-- The core never acquires a name for an owner that holds it, so a hold of this owner here
+-- is a grant this waiter did not live to pick up.
+local held = redis.call('HGET', hash, 'mode')
+if held and redis.call('HEXISTS', hash, owner) == 1 then
+  redis.call('HDEL', hash, owner)
+  removed = 1
+  if held == 'r' then
+    redis.call('ZREM', readers, owner)
+    if redis.call('HLEN', hash) <= 1 then
+      redis.call('DEL', hash, readers)
+      held = false
+    end
+  else
+    redis.call('DEL', hash)
+    held = false
   end
 end
 
-if redis.call('ZSCORE', queue, waiter) then
-  local was_head = redis.call('ZRANGE', queue, 0, 0)[1] == waiter
-  redis.call('ZREM', queue, waiter)
-  redis.call('ZREM', deadlines, waiter)
-  removed = 1
-  local head = redis.call('ZRANGE', queue, 0, 0)[1]
-  if not head then
-    redis.call('DEL', queue, deadlines, arrivals)
-    if held == false then redis.call('PUBLISH', channel, 'x') end
-  elseif was_head and held ~= 'w' then
-    redis.call('PUBLISH', channel, 'f' .. head)
-  end
+if redis.call('EXISTS', queue) == 1 then
+  purge_waiters(queue, deadlines, owners)
+  grant_queued(hash, readers, counter, queue, deadlines, owners, arrivals, channel,
+               purge_readers(hash, readers, held))
 end
 return removed

@@ -1,24 +1,17 @@
--- Owner-checked release of one hold, idempotent per release request.
--- Key layout and message payloads: backends/redis/README.md.
+-- Owner-checked release of one hold, idempotent per release request; hands the lock to the
+-- waiters at the front of the queue. Key layout: backends/redis/README.md. Helpers:
+-- queue.lua (prepended).
 --
 -- KEYS[1] holders hash   KEYS[2] reader expiries zset   KEYS[3] this request's latch
--- KEYS[4] fair queue   KEYS[5] fair queue deadlines   KEYS[6] fair arrival counter
+-- KEYS[4] fencing counter   KEYS[5] queue   KEYS[6] waiter deadlines   KEYS[7] waiter asks
+-- KEYS[8] arrival counter
 -- ARGV[1] owner key   ARGV[2] latch ttl ms   ARGV[3] wake-up channel
 --
 -- Returns 1 if this request gave the hold back (also on a repeat of a request that did),
 -- 0 if the owner held nothing (nothing is touched then).
-local hash, readers, latch = KEYS[1], KEYS[2], KEYS[3]
-local queue, deadlines, arrivals = KEYS[4], KEYS[5], KEYS[6]
+local hash, readers, latch, counter = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
+local queue, deadlines, owners, arrivals = KEYS[5], KEYS[6], KEYS[7], KEYS[8]
 local owner, latch_ttl, channel = ARGV[1], tonumber(ARGV[2]), ARGV[3]
-
-local now_ms = nil
-local function now()
-  if not now_ms then
-    local t = redis.call('TIME')
-    now_ms = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-  end
-  return now_ms
-end
 
 local state = redis.call('HMGET', hash, 'mode', owner)
 local mode, count = state[1], state[2]
@@ -67,23 +60,9 @@ else
   redis.call('DEL', hash)
 end
 
--- The lock is free: wake the fair queue's live head by name, or every process's waiters.
+-- The lock is free: the live waiters at the front of the queue get it, told by name.
 if redis.call('EXISTS', queue) == 1 then
-  local dead = redis.call('ZRANGEBYSCORE', deadlines, '-inf', now())
-  if #dead > 0 then
-    for _, w in ipairs(dead) do redis.call('ZREM', queue, w) end
-    redis.call('ZREMRANGEBYSCORE', deadlines, '-inf', now())
-  end
-  local head = redis.call('ZRANGE', queue, 0, 0)[1]
-  if head then
-    redis.call('PUBLISH', channel, 'f' .. head)
-    return 1
-  end
-  redis.call('DEL', queue, deadlines, arrivals)
-end
-if mode == 'r' then
-  redis.call('PUBLISH', channel, 's')
-else
-  redis.call('PUBLISH', channel, 'x')
+  purge_waiters(queue, deadlines, owners)
+  grant_queued(hash, readers, counter, queue, deadlines, owners, arrivals, channel, false)
 end
 return 1

@@ -27,9 +27,9 @@ LockKeys::LockKeys(std::string_view prefix, std::string_view name, unsigned db) 
   hash.append(prefix).append("{").append(encode_name(name)).append("}");
   readers = hash + ":r";
   counter = hash + ":t";
-  marker = hash + ":w";
   queue = hash + ":q";
   deadlines = hash + ":d";
+  asks = hash + ":o";
   arrivals = hash + ":n";
   channel = hash + ":c:" + std::to_string(db);
 }

@@ -17,10 +17,10 @@ struct LockKeys {
   std::string hash;       // <prefix>{<enc>}       holders: mode + owner key -> hold count
   std::string readers;    // <prefix>{<enc>}:r     zset owner key -> reader expiry (server ms)
   std::string counter;    // <prefix>{<enc>}:t     fencing counter (never expires)
-  std::string marker;     // <prefix>{<enc>}:w     writer-waiting marker (short TTL)
-  std::string queue;      // <prefix>{<enc>}:q     fair queue: waiter id -> arrival number
-  std::string deadlines;  // <prefix>{<enc>}:d     fair queue: waiter id -> deadline (server ms)
-  std::string arrivals;   // <prefix>{<enc>}:n     fair arrival counter
+  std::string queue;      // <prefix>{<enc>}:q     waiters: waiter id -> arrival number
+  std::string deadlines;  // <prefix>{<enc>}:d     waiters: waiter id -> heartbeat deadline (server ms)
+  std::string asks;       // <prefix>{<enc>}:o     waiters: waiter id -> "x|lease|owner key"
+  std::string arrivals;   // <prefix>{<enc>}:n     arrival counter
   std::string channel;    // <prefix>{<enc>}:c:<db> wake-up channel (pub/sub is not per-db)
 
   LockKeys(std::string_view prefix, std::string_view name, unsigned db);

@@ -23,8 +23,7 @@ struct RedisOptions {
   std::chrono::milliseconds command_timeout{2000};
   std::size_t pool = 8;  // most connections open at once for commands (the subscriber has its own)
   std::chrono::milliseconds lease{30000};           // default lease, renewed by the watchdog
-  std::chrono::milliseconds fair_heartbeat{3000};   // a fair waiter silent this long is dropped
-  std::chrono::milliseconds writer_marker{3000};    // a waiting writer keeps readers out this long per attempt
+  std::chrono::milliseconds fair_heartbeat{3000};   // a queued waiter silent this long is dropped
   std::string where;  // "redis 127.0.0.1:6379" or "redis unix:/path": for messages, never a password
 };
 

@@ -15,7 +15,6 @@ namespace {
 
 constexpr std::size_t kRenewChunk = 100;  // locks per extend script call
 constexpr milliseconds kDownPoll{25};     // poll while the subscriber is disconnected
-constexpr milliseconds kIdlePoll{5000};   // safety poll while subscribed
 
 std::string random_id() {
   thread_local std::mt19937_64 rng{std::random_device{}() ^
@@ -30,14 +29,6 @@ std::string random_id() {
 }
 
 std::string ms_text(milliseconds d) { return std::to_string(d.count()); }
-
-// The integer at `i` of an array reply, or throws internal.
-long long int_at(Connection& c, const redisReply* r, std::size_t i, std::string_view doing) {
-  if (r->type != REDIS_REPLY_ARRAY || r->elements <= i || r->element[i]->type != REDIS_REPLY_INTEGER) {
-    c.fail(doing, r);
-  }
-  return r->element[i]->integer;
-}
 
 }  // namespace
 
@@ -87,65 +78,60 @@ std::shared_ptr<Subscriber> RedisBackend::subscriber() {
 }
 
 spi::Attempt RedisBackend::try_acquire(const spi::AttemptRequest& req) {
-  const LockKeys k(options_.prefix, req.name, options_.db);
-  const bool shared = req.mode == LockMode::shared;
-  const std::string lease = ms_text(req.lease);
-  const std::string heartbeat = ms_text(options_.fair_heartbeat);
-  const std::string marker_ttl = ms_text(options_.writer_marker);
-  const std::string_view keys[] = {k.hash, k.readers, k.counter, k.marker, k.queue, k.deadlines, k.arrivals};
-  const std::string_view args[] = {req.owner_key,          shared ? "s" : "x", lease,
-                                   req.fair ? "1" : "0",   req.waiter_id,      req.will_wait ? "1" : "0",
-                                   heartbeat,              marker_ttl,         k.channel};
   std::shared_ptr<Subscriber> sub;
   {
     std::lock_guard lock(sub_mu_);
     sub = subscriber_;
   }
-  if (sub) sub->note_attempt(req.waiter_id);
-
+  if (sub) {
+    // A waiter the queue handed the lock to picks it up without a round trip.
+    if (auto grant = sub->before_attempt(req.waiter_id, Clock::now())) {
+      return std::make_shared<RedisHeldLock>(std::string(req.name), req.mode, std::string(req.owner_key),
+                                             grant->token, grant->attempt_sent + req.lease);
+    }
+  }
+  const LockKeys k(options_.prefix, req.name, options_.db);
+  const std::string lease = ms_text(req.lease);
+  const std::string heartbeat = ms_text(options_.fair_heartbeat);
+  const std::string_view keys[] = {k.hash, k.readers, k.counter, k.queue, k.deadlines, k.asks, k.arrivals};
+  const std::string_view args[] = {req.owner_key, req.mode == LockMode::shared ? "s" : "x", lease,
+                                   req.waiter_id, req.will_wait ? "1" : "0", heartbeat, k.channel};
   Clock::time_point sent;
-  long long granted = 0, value = 0;
-  with_retry([&](Connection& conn) {
+  const long long value = with_retry([&](Connection& conn) {
     sent = Clock::now();  // the lease is counted from before the request left
     Reply r = scripts_->run(conn, Script::acquire, keys, args);
-    granted = int_at(conn, r.get(), 0, "acquire script");
-    value = int_at(conn, r.get(), 1, "acquire script");
-    return 0;
+    if (r->type != REDIS_REPLY_INTEGER) conn.fail("acquire script", r.get());
+    return r->integer;
   });
-  if (granted == 1) {
-    if (shared && sub) sub->wake_readers(k.channel);
+  if (value > 0) {
     return std::make_shared<RedisHeldLock>(std::string(req.name), req.mode, std::string(req.owner_key),
                                            static_cast<std::uint64_t>(value), sent + req.lease);
   }
   spi::Busy busy;
-  if (value > 0) busy.retry_after = milliseconds(value);
+  if (value < 0) busy.retry_after = milliseconds(-value);
   return busy;
 }
 
 std::unique_ptr<spi::WaitRegistration> RedisBackend::prepare_wait(const spi::AttemptRequest& req,
                                                                    std::function<void()> wake) {
   const LockKeys k(options_.prefix, req.name, options_.db);
-  Subscriber::Polls polls{kIdlePoll, kDownPoll};
-  // Waiters that hold server-side state refresh it often enough to keep it alive.
-  if (req.fair) {
-    polls.healthy = std::max(options_.fair_heartbeat / 3, milliseconds(10));
-  } else if (req.mode == LockMode::exclusive) {
-    polls.healthy = std::max(options_.writer_marker / 3, milliseconds(10));
-  }
+  // Every waiter holds a queue entry and refreshes it with each attempt: often enough to
+  // stay within its heartbeat even if no grant message comes.
+  Subscriber::Polls polls{std::max(options_.fair_heartbeat / 3, milliseconds(10)), kDownPoll};
   polls.down = std::min(polls.down, polls.healthy);
-  return subscriber()->add(k.channel, req.waiter_id, req.mode, polls, std::move(wake));
+  return subscriber()->add(k.channel, req.waiter_id, polls, std::move(wake));
 }
 
 void RedisBackend::abandon(const spi::AttemptRequest& req) noexcept {
-  // Only fair waiters (queue entry) and waiting writers (marker) leave state behind.
-  if (!req.fair && !(req.mode == LockMode::exclusive && req.will_wait)) return;
+  // Only a caller that waits can have a queue entry or a grant it did not pick up.
+  if (!req.will_wait) return;
   try {
     const LockKeys k(options_.prefix, req.name, options_.db);
-    const std::string_view keys[] = {k.hash, k.marker, k.queue, k.deadlines, k.arrivals};
-    const std::string_view args[] = {req.waiter_id, k.channel};
+    const std::string_view keys[] = {k.hash, k.readers, k.counter, k.queue, k.deadlines, k.asks, k.arrivals};
+    const std::string_view args[] = {req.waiter_id, req.owner_key, k.channel};
     with_retry([&](Connection& conn) { return scripts_->run(conn, Script::abandon, keys, args); });
   } catch (...) {
-    // Best effort: the fair heartbeat and the marker's TTL clean up what is left.
+    // Best effort: the heartbeat deadline drops the entry, the lease ends a stray grant.
   }
 }
 
@@ -155,7 +141,8 @@ bool RedisBackend::release(spi::HeldLock& lock) {
   const std::string latch = k.latch(held.release_id());
   const std::string latch_ttl =
       ms_text(std::max(milliseconds(10000), options_.command_timeout * 4));
-  const std::string_view keys[] = {k.hash, k.readers, latch, k.queue, k.deadlines, k.arrivals};
+  const std::string_view keys[] = {k.hash,  k.readers,   latch,  k.counter,
+                                   k.queue, k.deadlines, k.asks, k.arrivals};
   const std::string_view args[] = {held.owner_key(), latch_ttl, k.channel};
   // A retry after a lost reply asks again with the same latch, which answers for the first
   // request instead of releasing twice.

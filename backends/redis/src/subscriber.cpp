@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <charconv>
 
 namespace dlock::redis {
 
@@ -30,15 +31,15 @@ struct Subscriber::Channel {
 };
 
 struct Subscriber::Entry {
-  Entry(std::string id, LockMode lock_mode, std::function<void()> w, std::shared_ptr<Channel> c)
-      : waiter_id(std::move(id)), mode(lock_mode), wake(std::move(w)), channel(std::move(c)) {}
+  Entry(std::string id, std::function<void()> w, std::shared_ptr<Channel> c)
+      : waiter_id(std::move(id)), wake(std::move(w)), channel(std::move(c)) {}
   const std::string waiter_id;
-  const LockMode mode;
   const std::function<void()> wake;
   const std::shared_ptr<Channel> channel;
   std::mutex m;          // held while calling wake, so unregistering waits for a call in flight
   bool active = true;    // guarded by m
-  std::atomic<bool> woken{false};  // woken and has not attempted since
+  std::optional<std::uint64_t> grant;  // guarded by the subscriber's mu_
+  Clock::time_point attempt_sent{};    // guarded by the subscriber's mu_
 };
 
 class Subscriber::Registration : public spi::WaitRegistration {
@@ -78,7 +79,6 @@ void Subscriber::signal() noexcept {
 }
 
 void Subscriber::wake(const std::shared_ptr<Entry>& e) noexcept {
-  e->woken.store(true);
   std::lock_guard lock(e->m);
   if (!e->active) return;
   try {
@@ -89,8 +89,8 @@ void Subscriber::wake(const std::shared_ptr<Entry>& e) noexcept {
 }
 
 std::unique_ptr<spi::WaitRegistration> Subscriber::add(const std::string& channel,
-                                                       std::string_view waiter_id, LockMode mode,
-                                                       Polls polls, std::function<void()> wake_fn) {
+                                                       std::string_view waiter_id, Polls polls,
+                                                       std::function<void()> wake_fn) {
   std::unique_lock lock(mu_);
   if (!started_ && event_fd_ >= 0) {
     started_ = true;
@@ -98,7 +98,7 @@ std::unique_ptr<spi::WaitRegistration> Subscriber::add(const std::string& channe
   }
   auto& ch = channels_[channel];
   if (!ch) ch = std::make_shared<Channel>(channel);
-  auto entry = std::make_shared<Entry>(std::string(waiter_id), mode, std::move(wake_fn), ch);
+  auto entry = std::make_shared<Entry>(std::string(waiter_id), std::move(wake_fn), ch);
   ch->waiters.push_back(entry);
   by_waiter_[entry->waiter_id] = entry;
   entries_.fetch_add(1);
@@ -114,7 +114,6 @@ std::unique_ptr<spi::WaitRegistration> Subscriber::add(const std::string& channe
 }
 
 void Subscriber::remove(const std::shared_ptr<Entry>& entry) noexcept {
-  std::shared_ptr<Entry> forward;
   {
     std::lock_guard lock(mu_);
     auto& ws = entry->channel->waiters;
@@ -122,45 +121,26 @@ void Subscriber::remove(const std::shared_ptr<Entry>& entry) noexcept {
     auto it = by_waiter_.find(entry->waiter_id);
     if (it != by_waiter_.end() && it->second == entry) by_waiter_.erase(it);
     entries_.fetch_sub(1);
-    if (ws.empty()) {
-      entry->channel->idle_since = Clock::now();
-    } else if (entry->woken.load()) {
-      // Woken but gone without trying (timed out, cancelled): pass the wake-up on so the
-      // release it announced is not lost for this process's other waiters.
-      for (auto& w : ws) {
-        if (!w->woken.load()) {
-          forward = w;
-          break;
-        }
-      }
-    }
+    if (ws.empty()) entry->channel->idle_since = Clock::now();
   }
-  {
-    std::lock_guard lock(entry->m);
-    entry->active = false;
-  }
-  if (forward) wake(forward);
+  std::lock_guard lock(entry->m);
+  entry->active = false;
 }
 
-void Subscriber::note_attempt(std::string_view waiter_id) {
-  if (entries_.load() == 0) return;
+std::optional<Subscriber::Grant> Subscriber::before_attempt(std::string_view waiter_id,
+                                                            Clock::time_point sent) {
+  if (entries_.load() == 0) return std::nullopt;
   std::lock_guard lock(mu_);
   auto it = by_waiter_.find(std::string(waiter_id));
-  if (it != by_waiter_.end()) it->second->woken.store(false);
-}
-
-void Subscriber::wake_readers(const std::string& channel) {
-  if (entries_.load() == 0) return;
-  std::vector<std::shared_ptr<Entry>> targets;
-  {
-    std::lock_guard lock(mu_);
-    auto it = channels_.find(channel);
-    if (it == channels_.end()) return;
-    for (auto& w : it->second->waiters) {
-      if (w->mode == LockMode::shared && !w->woken.load()) targets.push_back(w);
-    }
+  if (it == by_waiter_.end()) return std::nullopt;
+  Entry& e = *it->second;
+  if (e.grant) {
+    Grant g{*e.grant, e.attempt_sent};
+    e.grant.reset();
+    return g;
   }
-  for (auto& t : targets) wake(t);
+  e.attempt_sent = sent;
+  return std::nullopt;
 }
 
 void Subscriber::run() noexcept {
@@ -352,21 +332,18 @@ void Subscriber::on_reply(const redisReply* r, std::vector<std::shared_ptr<Entry
       // The SUBSCRIBE sent after our UNSUBSCRIBE will confirm it.
     }
   } else if (kind == "message") {
+    // "g<token>:<waiter id>": the queue handed the lock to that waiter.
     const std::string_view payload(r->element[2]->str, r->element[2]->len);
-    if (payload.empty()) return;
-    if (payload[0] == 'f') {
-      auto w = by_waiter_.find(std::string(payload.substr(1)));
-      if (w != by_waiter_.end() && w->second->channel == ch) to_wake.push_back(w->second);
-    } else if (payload[0] == 's') {
-      to_wake.insert(to_wake.end(), ch->waiters.begin(), ch->waiters.end());
-    } else {
-      for (auto& w : ch->waiters) {
-        if (!w->woken.load()) {
-          to_wake.push_back(w);
-          break;
-        }
-      }
-    }
+    const auto colon = payload.find(':');
+    if (payload.size() < 3 || payload[0] != 'g' || colon == std::string_view::npos) return;
+    std::uint64_t token = 0;
+    const auto digits = payload.substr(1, colon - 1);
+    auto [end, ec] = std::from_chars(digits.data(), digits.data() + digits.size(), token);
+    if (ec != std::errc{} || end != digits.data() + digits.size()) return;
+    auto w = by_waiter_.find(std::string(payload.substr(colon + 1)));
+    if (w == by_waiter_.end() || w->second->channel != ch) return;  // not ours: another process's
+    w->second->grant = token;
+    to_wake.push_back(w->second);
   }
 }
 

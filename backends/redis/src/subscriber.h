@@ -8,6 +8,7 @@
 #include <functional>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <thread>
@@ -15,23 +16,28 @@
 #include <vector>
 
 #include "connection.h"
-#include "dlock/options.h"
 #include "dlock/spi/backend.h"
 #include "options.h"
 
 namespace dlock::redis {
 
 // Messages on a lock's channel (published by the Lua scripts):
-//   "x"        an exclusive hold ended and the lock is free: wake one local waiter
-//   "s"        the last shared hold ended (or a writer stopped waiting): wake every local waiter
-//   "f<id>"    wake the fair waiter <id> (the queue's new head)
+//   "g<token>:<waiter id>"   the queue handed the lock to that waiter, with that fencing
+//                            token: the waiter picks it up without a round trip.
 // Thread safety: every method is thread-safe. Wake callbacks run on the subscriber's thread
-// (or the thread destroying a registration) and must not call back into the backend.
+// and must not call back into the backend.
 class Subscriber : public std::enable_shared_from_this<Subscriber> {
  public:
+  using Clock = std::chrono::steady_clock;
   struct Polls {
     std::chrono::milliseconds healthy;  // while subscribed
     std::chrono::milliseconds down;     // while the subscriber is not connected
+  };
+  // A grant received for a waiter. The server made it after the waiter's last attempt was
+  // sent, so the lease runs at least until attempt_sent + lease.
+  struct Grant {
+    std::uint64_t token;
+    Clock::time_point attempt_sent;
   };
 
   explicit Subscriber(RedisOptions options);
@@ -45,12 +51,11 @@ class Subscriber : public std::enable_shared_from_this<Subscriber> {
   // subscriber is disconnected, or after command_timeout. Destroying the result unregisters;
   // after that `wake` is never called again. Starts the thread on first use.
   std::unique_ptr<spi::WaitRegistration> add(const std::string& channel, std::string_view waiter_id,
-                                             LockMode mode, Polls polls, std::function<void()> wake);
+                                             Polls polls, std::function<void()> wake);
 
-  // The waiter is about to make an attempt: a wake-up it received is being used.
-  void note_attempt(std::string_view waiter_id);
-  // A shared hold was granted on `channel`: other local readers may join, wake them.
-  void wake_readers(const std::string& channel);
+  // The waiter is about to send an attempt at `sent`: returns the grant it received (and
+  // forgets it), or records `sent` and returns nothing.
+  std::optional<Grant> before_attempt(std::string_view waiter_id, Clock::time_point sent);
 
   struct Entry;
   struct Channel;

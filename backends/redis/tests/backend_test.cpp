@@ -4,6 +4,9 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <condition_variable>
+#include <mutex>
+#include <set>
 #include <thread>
 
 #include "keys.h"
@@ -255,9 +258,9 @@ TEST_F(RedisBackendTest, WaitingWriterKeepsNewReadersOut) {
   EXPECT_FALSE(try_get(writer));  // busy, and now marked as waiting
   EXPECT_FALSE(try_get({"wp", "c1:r2", LockMode::shared})) << "a new reader overtook the waiting writer";
   EXPECT_TRUE(backend_->release(*r1));
-  auto w = try_get(writer);
+  auto w = try_get(writer);  // the release handed it over; this attempt picks it up
   ASSERT_TRUE(w);
-  EXPECT_EQ(raw_->integer({"EXISTS", keys("wp").marker}), 0);
+  EXPECT_EQ(raw_->integer({"EXISTS", keys("wp").queue}), 0);
   EXPECT_TRUE(backend_->release(*w));
   EXPECT_TRUE(try_get({"wp", "c1:r2", LockMode::shared}));
 }
@@ -310,24 +313,38 @@ TEST_F(RedisBackendTest, FairTryOnceLeavesNoQueueEntry) {
   EXPECT_EQ(raw_->integer({"EXISTS", keys("fo").queue}), 0);
 }
 
-TEST_F(RedisBackendTest, DeadFairWaiterIsPurgedAfterItsHeartbeat) {
+TEST_F(RedisBackendTest, DeadWaiterIsPurgedAfterItsHeartbeat) {
   auto h = try_get({"dead", "c1:h"});
   ASSERT_TRUE(h);
   Req gone{"dead", "c1:gone", LockMode::exclusive, 10s, true, true, "gone"};
   Req live{"dead", "c1:live", LockMode::exclusive, 10s, true, true, "live"};
   EXPECT_FALSE(try_get(gone));
   EXPECT_FALSE(try_get(live));
-  EXPECT_TRUE(backend_->release(*h));
-  EXPECT_FALSE(try_get(live));  // gone is still the head, within its heartbeat (400 ms)
-  // live keeps refreshing (every attempt), gone does not.
+  // live keeps refreshing (every attempt), gone does not, past gone's heartbeat (400 ms).
   for (int i = 0; i < 4; ++i) {
     std::this_thread::sleep_for(150ms);
-    if (auto g = try_get(live)) {
-      SUCCEED();
-      return;
-    }
+    EXPECT_FALSE(try_get(live));
   }
-  FAIL() << "the dead head was not purged";
+  EXPECT_EQ(raw_->integer({"ZCARD", keys("dead").queue}), 1) << "the dead waiter is still queued";
+  EXPECT_TRUE(backend_->release(*h));
+  EXPECT_TRUE(try_get(live)) << "the lock went to the dead waiter";
+}
+
+TEST_F(RedisBackendTest, AbandonGivesBackAGrantNotPickedUp) {
+  auto h = try_get({"ag", "c1:h"});
+  ASSERT_TRUE(h);
+  Req a{"ag", "c1:a", LockMode::exclusive, 10s, false, true, "ag-a"};
+  Req b{"ag", "c1:b", LockMode::exclusive, 10s, false, true, "ag-b"};
+  EXPECT_FALSE(try_get(a));
+  EXPECT_FALSE(try_get(b));
+  EXPECT_TRUE(backend_->release(*h));  // hands the lock to a
+  EXPECT_EQ(raw_->string({"HGET", keys("ag").hash, "c1:a"}), "1");
+  backend_->abandon(a.get());  // a timed out right then: the lock moves on to b
+  EXPECT_EQ(raw_->integer({"HEXISTS", keys("ag").hash, "c1:a"}), 0);
+  auto g = try_get(b);
+  ASSERT_TRUE(g);
+  EXPECT_TRUE(backend_->release(*g));
+  EXPECT_EQ(raw_->integer({"EXISTS", keys("ag").hash}), 0);
 }
 
 TEST_F(RedisBackendTest, AbandonRemovesTheQueueEntryAtOnce) {
@@ -387,7 +404,7 @@ struct Flag {
   }
 };
 
-TEST_F(RedisBackendTest, ReleaseWakesAWaiterThroughPubSub) {
+TEST_F(RedisBackendTest, ReleaseHandsTheLockToTheWaiterThroughPubSub) {
   auto h = try_get({"pw", "c1:h"});
   ASSERT_TRUE(h);
   Req waiter{"pw", "c1:w", LockMode::exclusive, 10s, false, true, "pw-w"};
@@ -395,15 +412,20 @@ TEST_F(RedisBackendTest, ReleaseWakesAWaiterThroughPubSub) {
   Flag woken;
   auto reg = backend_->prepare_wait(waiter.get(), woken.fn());
   ASSERT_TRUE(reg);
-  EXPECT_GE(reg->fallback_poll(), 500ms) << "subscribed, yet polling fast";
+  EXPECT_GE(reg->fallback_poll(), 100ms) << "subscribed, yet polling fast";
+  EXPECT_LE(reg->fallback_poll(), 400ms / 3 + 1ms) << "a waiter must refresh within its heartbeat";
   EXPECT_FALSE(try_get(waiter));
   EXPECT_EQ(woken.get(), 0);
   EXPECT_TRUE(backend_->release(*h));
   EXPECT_TRUE(woken.wait(2s)) << "no wake-up after the release";
-  EXPECT_TRUE(try_get(waiter));
+  auto g = try_get(waiter);  // picks up the grant the release made
+  ASSERT_TRUE(g);
+  EXPECT_EQ(raw_->string({"GET", keys("pw").counter}), std::to_string(g->fencing_token()));
+  EXPECT_EQ(raw_->string({"HGET", keys("pw").hash, "c1:w"}), "1");
+  EXPECT_TRUE(backend_->release(*g));
 }
 
-TEST_F(RedisBackendTest, FairReleaseWakesTheHeadByName) {
+TEST_F(RedisBackendTest, OnlyTheHeadIsWokenByName) {
   auto h = try_get({"pf", "c1:h"});
   ASSERT_TRUE(h);
   Req a{"pf", "c1:a", LockMode::exclusive, 10s, true, true, "pf-a"};
@@ -413,7 +435,6 @@ TEST_F(RedisBackendTest, FairReleaseWakesTheHeadByName) {
   Flag wa, wb;
   auto ra = backend_->prepare_wait(a.get(), wa.fn());
   auto rb = backend_->prepare_wait(b.get(), wb.fn());
-  EXPECT_LE(ra->fallback_poll(), 400ms / 3 + 1ms) << "a fair waiter must refresh within its heartbeat";
   EXPECT_TRUE(backend_->release(*h));
   EXPECT_TRUE(wa.wait(2s));
   std::this_thread::sleep_for(50ms);
@@ -422,32 +443,37 @@ TEST_F(RedisBackendTest, FairReleaseWakesTheHeadByName) {
   ASSERT_TRUE(g);
   EXPECT_TRUE(backend_->release(*g));
   EXPECT_TRUE(wb.wait(2s));
+  EXPECT_TRUE(try_get(b));
 }
 
-TEST_F(RedisBackendTest, ExclusiveReleaseWakesOneLocalWaiterSharedWakesAll) {
-  auto h = try_get({"one", "c1:h"});
+TEST_F(RedisBackendTest, QueuedReadersAreLetInTogether) {
+  auto h = try_get({"all", "c1:h"});
   ASSERT_TRUE(h);
-  Flag f[3];
+  Flag f[4];
+  std::vector<Req> reqs;
   std::vector<std::unique_ptr<spi::WaitRegistration>> regs;
-  for (int i = 0; i < 3; ++i) {
-    Req w{"one", "c1:w" + std::to_string(i), LockMode::exclusive, 10s, false, true, "one" + std::to_string(i)};
-    regs.push_back(backend_->prepare_wait(w.get(), f[i].fn()));
+  for (int i = 0; i < 4; ++i) {
+    const bool writer = i == 3;
+    reqs.push_back({"all", "c1:q" + std::to_string(i), writer ? LockMode::exclusive : LockMode::shared, 10s,
+                    false, true, "all" + std::to_string(i)});
+    EXPECT_FALSE(try_get(reqs.back()));
+    regs.push_back(backend_->prepare_wait(reqs.back().get(), f[i].fn()));
   }
   EXPECT_TRUE(backend_->release(*h));
-  EXPECT_TRUE(f[0].wait(2s));
-  std::this_thread::sleep_for(50ms);
-  EXPECT_EQ(f[1].get() + f[2].get(), 0) << "an exclusive release woke a herd";
-
-  auto r = try_get({"all", "c1:r", LockMode::shared});
-  ASSERT_TRUE(r);
-  Flag g[3];
-  std::vector<std::unique_ptr<spi::WaitRegistration>> wregs;
+  std::set<std::uint64_t> tokens;
+  std::vector<HeldPtr> readers;
   for (int i = 0; i < 3; ++i) {
-    Req w{"all", "c1:w" + std::to_string(i), LockMode::exclusive, 10s, false, true, "all" + std::to_string(i)};
-    wregs.push_back(backend_->prepare_wait(w.get(), g[i].fn()));
+    EXPECT_TRUE(f[i].wait(2s)) << "reader " << i;
+    readers.push_back(try_get(reqs[i]));
+    ASSERT_TRUE(readers.back());
+    tokens.insert(readers.back()->fencing_token());
   }
-  EXPECT_TRUE(backend_->release(*r));
-  for (auto& x : g) EXPECT_TRUE(x.wait(2s));
+  EXPECT_EQ(tokens.size(), 3u);
+  std::this_thread::sleep_for(50ms);
+  EXPECT_EQ(f[3].get(), 0) << "the writer behind the readers was woken";
+  for (auto& r : readers) EXPECT_TRUE(backend_->release(*r));
+  EXPECT_TRUE(f[3].wait(2s));
+  EXPECT_TRUE(try_get(reqs[3]));
 }
 
 }  // namespace

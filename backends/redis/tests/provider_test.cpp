@@ -201,7 +201,7 @@ TEST_F(RedisProviderTest, AWaiterThatGivesUpLeavesNothingBehind) {
   // Timed out, fair.
   EXPECT_FALSE(b->try_lock("gone", Wait::for_duration(150ms), AcquireOptions{.fair = true}));
   EXPECT_EQ(raw_->integer({"EXISTS", keys("gone").queue}), 0);
-  // Cancelled, writer (its writer-waiting marker must go).
+  // Cancelled, writer (its queue entry must go).
   std::stop_source stop;
   std::thread canceller([&] {
     std::this_thread::sleep_for(150ms);
@@ -211,7 +211,8 @@ TEST_F(RedisProviderTest, AWaiterThatGivesUpLeavesNothingBehind) {
   EXPECT_FALSE(b->try_lock("gone", Wait::forever(), AcquireOptions{.cancel = stop.get_token()}));
   canceller.join();
   EXPECT_LT(Clock::now() - start, 1s);
-  EXPECT_EQ(raw_->integer({"EXISTS", keys("gone").marker}), 0);
+  EXPECT_EQ(raw_->integer({"EXISTS", keys("gone").queue}), 0);
+  EXPECT_EQ(raw_->integer({"EXISTS", keys("gone").asks}), 0);
   EXPECT_TRUE(held->release());
 }
 

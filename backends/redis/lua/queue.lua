@@ -1,0 +1,94 @@
+-- Prelude shared by acquire, release and abandon (prepended to each at build time):
+-- the server clock, lapsed readers, and the waiter queue that hands the lock over.
+--
+-- Every caller that will wait queues (fair or not): the queue zset orders waiters by
+-- arrival, the deadlines zset holds each waiter's heartbeat deadline (server ms), and the
+-- owners hash holds what to grant it: "<x|s>|<lease ms>|<owner key>".
+
+-- The server's clock in ms, read once per script and only when needed (never the client's).
+local now_ms = nil
+local function now()
+  if not now_ms then
+    local t = redis.call('TIME')
+    now_ms = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+  end
+  return now_ms
+end
+
+-- Drops readers whose own lease ran out. Returns the lock's mode afterwards (false = free).
+local function purge_readers(hash, readers, held)
+  if held ~= 'r' then return held end
+  local dead = redis.call('ZRANGEBYSCORE', readers, '-inf', now())
+  if #dead == 0 then return held end
+  for _, r in ipairs(dead) do redis.call('HDEL', hash, r) end
+  redis.call('ZREMRANGEBYSCORE', readers, '-inf', now())
+  if redis.call('HLEN', hash) <= 1 then
+    redis.call('DEL', hash, readers)
+    return false
+  end
+  return held
+end
+
+-- Drops waiters that stopped refreshing (crashed, hung). Returns true if any was dropped.
+local function purge_waiters(queue, deadlines, owners)
+  local dead = redis.call('ZRANGEBYSCORE', deadlines, '-inf', now())
+  if #dead == 0 then return false end
+  for _, w in ipairs(dead) do
+    redis.call('ZREM', queue, w)
+    redis.call('HDEL', owners, w)
+  end
+  redis.call('ZREMRANGEBYSCORE', deadlines, '-inf', now())
+  return true
+end
+
+local function dequeue(queue, deadlines, owners, waiter)
+  redis.call('ZREM', queue, waiter)
+  redis.call('ZREM', deadlines, waiter)
+  redis.call('HDEL', owners, waiter)
+end
+
+-- Takes `owner`'s hold of the lock in mode m ('x' or 's') for `lease` ms.
+-- REQUIRES: it fits (free for 'x'; not 'w' for 's').
+local function take(hash, readers, held, m, owner, lease)
+  if m == 'x' then
+    -- One hold per owner: the core counts re-entries itself.
+    redis.call('HSET', hash, 'mode', 'w', owner, 1)
+    redis.call('PEXPIRE', hash, lease)
+    return 'w'
+  end
+  if not held then redis.call('HSET', hash, 'mode', 'r') end
+  redis.call('HINCRBY', hash, owner, 1)
+  redis.call('ZADD', readers, now() + lease, owner)
+  -- The hash lives as long as its longest-living reader.
+  if redis.call('PTTL', hash) < lease then
+    redis.call('PEXPIRE', hash, lease)
+    redis.call('PEXPIRE', readers, lease)
+  end
+  return 'r'
+end
+
+-- Hands the lock to the waiters at the front of the queue while they fit: a writer when the
+-- lock is free, readers while it is free or shared. Each grantee is told on the channel,
+-- by name: "g<fencing token>:<waiter id>". Returns the lock's mode afterwards.
+local function grant_queued(hash, readers, counter, queue, deadlines, owners, arrivals, channel, held)
+  while true do
+    local head = redis.call('ZRANGE', queue, 0, 0)[1]
+    if not head then
+      redis.call('DEL', queue, deadlines, owners, arrivals)
+      return held
+    end
+    if held == 'w' then return held end
+    local info = redis.call('HGET', owners, head)
+    local m, lease, owner = nil, nil, nil
+    if info then m, lease, owner = string.match(info, '^([xs])|(%d+)|(.*)$') end
+    if not m then
+      dequeue(queue, deadlines, owners, head)  -- malformed entry: drop it
+    else
+      if m == 'x' and held then return held end  -- a writer waits for the readers to leave
+      held = take(hash, readers, held, m, owner, tonumber(lease))
+      dequeue(queue, deadlines, owners, head)
+      redis.call('PUBLISH', channel, 'g' .. redis.call('INCR', counter) .. ':' .. head)
+    end
+  end
+  return held
+end
