@@ -5,7 +5,8 @@
 //          event can reach a waiter a moment before the kernel drops its lock); default 100ms.
 //   fsync  fdatasync the fencing counter (and fsync the directory when a lock file is
 //          created) before a lock is granted, so tokens never go backwards across a power
-//          loss; default true. false is faster and still safe across process crashes.
+//          loss; default true. false is faster; tokens then rely on the wall-clock floor
+//          (fence_counter.h) across a power loss, and on the file across process crashes.
 //   lease  default lease; nothing expires (locks die with the process), but the watchdog
 //          checks every third of it that the lock file was not deleted or replaced;
 //          default 3s, so the lost signal fires within ~1.1 s.
