@@ -72,7 +72,7 @@ TEST_F(FileProcess, WaiterIsWokenWhenTheHolderIsKilled) {
   ChildHolder child(dir_.uri(), "k2", "exclusive");
   std::optional<Lease> lease;
   Clock::time_point killed;
-  std::thread waiter([&] { lease = p->try_lock("k2", Wait::for_duration(20s)); });
+  std::jthread waiter([&] { lease = p->try_lock("k2", Wait::for_duration(20s)); });
   ASSERT_TRUE(eventually([&] { return range_state(dir_.path(), "k2", Range::gate) == F_WRLCK; }));
   killed = Clock::now();
   child.kill();
@@ -95,7 +95,7 @@ TEST_F(FileProcess, ACloseEventThatBeatsTheUnlockIsEchoed) {
   ASSERT_TRUE(holder.valid());
   ASSERT_TRUE(try_lock_range(holder.get(), Range::main, RangeMode::exclusive, path.c_str()));
   std::optional<Lease> lease;
-  std::thread waiter([&] { lease = p->try_lock("echo", Wait::for_duration(20s)); });
+  std::jthread waiter([&] { lease = p->try_lock("echo", Wait::for_duration(20s)); });
   ASSERT_TRUE(eventually([&] { return range_state(dir_.path(), "echo", Range::gate) == F_WRLCK; }));
   std::this_thread::sleep_for(50ms);  // the waiter sleeps on its 5 s poll
   auto start = Clock::now();
@@ -115,7 +115,7 @@ TEST_F(FileProcess, PushWakeupBeatsTheFallbackPoll) {
     ASSERT_TRUE(held);
     std::optional<Lease> lease;
     Clock::time_point woken;
-    std::thread waiter([&] {
+    std::jthread waiter([&] {
       lease = p->try_acquire("wake", mode, Wait::for_duration(20s));
       woken = Clock::now();
     });

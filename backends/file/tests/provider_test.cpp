@@ -95,7 +95,7 @@ TEST_F(FileProvider, RecreatesAVanishedDirectory) {
   EXPECT_FALSE(q->try_lock("back"));
   // Once the watcher has re-added its watch (within about a second), wake-ups push again.
   std::optional<Lease> waited;
-  std::thread waiter([&] { waited = q->try_lock("back", Wait::for_duration(10s)); });
+  std::jthread waiter([&] { waited = q->try_lock("back", Wait::for_duration(10s)); });
   std::this_thread::sleep_for(1500ms);
   lease->release();
   waiter.join();
@@ -154,7 +154,7 @@ TEST_F(FileProvider, AWaitingWriterBlocksNewReaders) {
   auto r1 = p1->try_lock_shared("wp");
   ASSERT_TRUE(r1);
   std::optional<Lease> w;
-  std::thread writer([&] { w = p2->try_lock("wp", Wait::for_duration(10s)); });
+  std::jthread writer([&] { w = p2->try_lock("wp", Wait::for_duration(10s)); });
   // The writer is waiting once it holds the gate.
   ASSERT_TRUE(eventually([&] { return range_state(dir_.path(), "wp", Range::gate) == F_WRLCK; }));
   EXPECT_FALSE(p3->try_lock_shared("wp"));  // would starve the writer
@@ -174,13 +174,15 @@ TEST_F(FileProvider, AWriterThatGivesUpLeavesNothingBehind) {
   EXPECT_EQ(range_state(dir_.path(), "gone", Range::gate), F_UNLCK);
   EXPECT_TRUE(p3->try_lock_shared("gone"));
 
-  std::stop_source cancel;
-  AcquireOptions opts;
-  opts.cancel = cancel.get_token();
   std::optional<Lease> w;
-  std::thread writer([&] { w = p2->try_lock("gone", Wait::forever(), opts); });
+  // Cancelled through the jthread's stop token, also when an assertion below returns early.
+  std::jthread writer([&](std::stop_token stop) {
+    AcquireOptions opts;
+    opts.cancel = stop;
+    w = p2->try_lock("gone", Wait::forever(), opts);
+  });
   ASSERT_TRUE(eventually([&] { return range_state(dir_.path(), "gone", Range::gate) == F_WRLCK; }));
-  cancel.request_stop();
+  writer.request_stop();
   writer.join();
   EXPECT_FALSE(w);
   EXPECT_EQ(range_state(dir_.path(), "gone", Range::gate), F_UNLCK);
@@ -202,12 +204,13 @@ TEST_F(FileProvider, LeavesNoDescriptorBehind) {
     EXPECT_FALSE(p2->try_lock("fd"));                              // failed try
     EXPECT_FALSE(p2->try_lock("fd", Wait::for_duration(30ms)));    // writer wait timed out
     EXPECT_FALSE(p2->try_lock_shared("fd", Wait::for_duration(30ms)));  // reader too
-    std::stop_source cancel;
-    AcquireOptions opts;
-    opts.cancel = cancel.get_token();
-    std::thread t([&] { EXPECT_FALSE(p2->try_lock("fd", Wait::forever(), opts)); });
+    std::jthread t([&](std::stop_token stop) {
+      AcquireOptions opts;
+      opts.cancel = stop;
+      EXPECT_FALSE(p2->try_lock("fd", Wait::forever(), opts));
+    });
     std::this_thread::sleep_for(30ms);
-    cancel.request_stop();
+    t.request_stop();
     t.join();
     held->release();
     auto r = p2->try_lock_shared("fd");
@@ -241,7 +244,7 @@ TEST_F(FileProvider, MixedReadersAndWritersUnderLoadKeepTheInvariants) {
   std::atomic<std::uint64_t> max_token{0};
   std::atomic<long> reads{0}, writes{0};
   auto end = std::chrono::steady_clock::now() + 1500ms;
-  std::vector<std::thread> threads;
+  std::vector<std::jthread> threads;
   for (int t = 0; t < 6; ++t) {
     threads.emplace_back([&, t] {
       unsigned seed = 17u * static_cast<unsigned>(t) + 1;
