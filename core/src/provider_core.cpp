@@ -88,6 +88,8 @@ std::optional<Lease> ProviderCore::try_acquire(std::string_view name, LockMode m
 
   auto held = wait_for_lock(*backend_, request, deadline, options.cancel);
   if (!held) return std::nullopt;
+  // Client-enforced lease and max_hold count from the grant, not from the start of a wait.
+  Clock::time_point granted = Clock::now();
 
   auto st = std::make_shared<HoldState>();
   st->core = shared_from_this();
@@ -95,7 +97,7 @@ std::optional<Lease> ProviderCore::try_acquire(std::string_view name, LockMode m
   st->owner = key.second;
   st->holds = 1;
   if (caps_.liveness == Liveness::session && options.lease) {
-    st->lock->set_expires_at(start + lease);  // the client enforces an explicit lease
+    st->lock->set_expires_at(granted + lease);  // the client enforces an explicit lease
   }
   {
     std::lock_guard lock(mu_);
@@ -104,7 +106,7 @@ std::optional<Lease> ProviderCore::try_acquire(std::string_view name, LockMode m
   std::optional<milliseconds> renew;
   if (!options.lease) renew = lease;
   Clock::time_point max_hold =
-      options.max_hold ? start + *options.max_hold : Clock::time_point::max();
+      options.max_hold ? granted + *options.max_hold : Clock::time_point::max();
   scheduler_.watch(st, renew, max_hold);
   return Lease(std::make_unique<Hold>(st, mode));
 }

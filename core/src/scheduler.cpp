@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <map>
 
+#include <unistd.h>
+
 #include "provider_core.h"
 
 namespace dlock::detail {
@@ -107,21 +109,28 @@ void run(std::shared_ptr<Scheduler::Shared> shared) {
 
 }  // namespace
 
-Scheduler::Scheduler(std::shared_ptr<spi::Backend> backend) : shared_(std::make_shared<Shared>()) {
+Scheduler::Scheduler(std::shared_ptr<spi::Backend> backend)
+    : shared_(std::make_shared<Shared>()), owner_pid_(::getpid()) {
   shared_->backend = std::move(backend);
-  thread_ = std::thread(run, shared_);
+  thread_ = std::make_unique<std::thread>(run, shared_);
 }
 
 Scheduler::~Scheduler() {
+  if (::getpid() != owner_pid_) {
+    // A forked child: no thread to join or detach, and a mutex that may stay locked forever.
+    static_cast<void>(thread_.release());
+    static_cast<void>(new std::shared_ptr<Shared>(std::move(shared_)));
+    return;
+  }
   {
     std::lock_guard lock(shared_->mu);
     shared_->stop = true;
   }
   shared_->cv.notify_all();
-  if (thread_.get_id() == std::this_thread::get_id()) {
-    thread_.detach();
+  if (thread_->get_id() == std::this_thread::get_id()) {
+    thread_->detach();
   } else {
-    thread_.join();
+    thread_->join();
   }
 }
 

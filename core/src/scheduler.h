@@ -18,7 +18,9 @@ namespace dlock::detail {
 class Scheduler {
  public:
   explicit Scheduler(std::shared_ptr<spi::Backend> backend);
-  // Stops the thread (joins it, or detaches when called on it: the thread co-owns what it uses).
+  // Stops the thread (joins it, or detaches when called on it: the thread co-owns what it
+  // uses). In a forked child, where the thread does not exist and its mutex may have been
+  // held at fork time, it touches neither and leaks them instead.
   ~Scheduler();
   Scheduler(const Scheduler&) = delete;
   Scheduler& operator=(const Scheduler&) = delete;
@@ -35,7 +37,8 @@ class Scheduler {
 
  private:
   std::shared_ptr<Shared> shared_;
-  std::thread thread_;
+  std::unique_ptr<std::thread> thread_;
+  int owner_pid_;  // the process that started thread_
 };
 
 // Ends a hold the core gives up on: fires the lost signal, then releases it on the backend

@@ -4,6 +4,10 @@
 #include <atomic>
 #include <thread>
 
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
 #include "dlock/backends/mem.h"
 #include "dlock/dlock.h"
 
@@ -172,6 +176,34 @@ TEST_F(LeaseTest, NamesAreBytesCaseSensitiveAndDistinct) {
   auto binary = a->try_lock(std::string("a\0b", 3));
   auto prefix = b->try_lock(std::string("a", 1));
   EXPECT_TRUE(binary && prefix);
+}
+
+}  // namespace
+}  // namespace dlock
+
+namespace dlock {
+namespace {
+
+// A provider destroyed in a forked child must not join a thread the child lacks.
+TEST(ForkAndWait, ProviderCanBeDroppedInAForkedChild) {
+  auto provider = open("mem://fork?lease=300ms");
+  auto held = provider->try_lock("x");
+  ASSERT_TRUE(held);
+  pid_t child = fork();
+  if (child == 0) {
+    held.reset();  // nothing in the child may hang or abort
+    provider.reset();
+    _exit(0);
+  }
+  int status = -1;
+  for (int i = 0; i < 500 && waitpid(child, &status, WNOHANG) == 0; ++i) usleep(10'000);
+  if (waitpid(child, &status, WNOHANG) == 0) {
+    kill(child, SIGKILL);
+    waitpid(child, &status, 0);
+    FAIL() << "child hung destroying the provider";
+  }
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << status;
+  EXPECT_TRUE(held->held());
 }
 
 }  // namespace

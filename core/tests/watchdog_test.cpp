@@ -28,14 +28,18 @@ Clock::duration until_true(P pred, Clock::duration limit) {
 // scheduler, not a server: renewal outcomes are scripted.
 class RecordingBackend final : public spi::Backend {
  public:
-  explicit RecordingBackend(milliseconds lease) {
+  explicit RecordingBackend(milliseconds lease, Liveness liveness = Liveness::lease,
+                            Clock::time_point busy_until = {})
+      : busy_until_(busy_until) {
     caps_.default_lease = lease;
-    caps_.liveness = Liveness::lease;
+    caps_.liveness = liveness;
   }
   const Capabilities& capabilities() const noexcept override { return caps_; }
   spi::Attempt try_acquire(const spi::AttemptRequest& r) override {
+    if (Clock::now() < busy_until_) return spi::Busy{};
+    auto expiry = caps_.liveness == Liveness::lease ? Clock::now() + r.lease : Clock::time_point::max();
     return std::make_shared<spi::HeldLock>(std::string(r.name), r.mode, std::string(r.owner_key), 1,
-                                           Clock::now() + r.lease);
+                                           expiry);
   }
   std::unique_ptr<spi::WaitRegistration> prepare_wait(const spi::AttemptRequest&,
                                                       std::function<void()>) override {
@@ -59,6 +63,7 @@ class RecordingBackend final : public spi::Backend {
 
  private:
   Capabilities caps_;
+  Clock::time_point busy_until_;  // Busy before this time
 };
 
 TEST(Watchdog, RenewsEveryThirdOfTheLeaseInBatches) {
@@ -221,6 +226,24 @@ TEST(Watchdog, ReleasedLeaseIsNeverRenewedAgain) {
   std::this_thread::sleep_for(400ms);  // several renewal periods of 50 ms
   std::lock_guard lock(backend->mu);
   EXPECT_EQ(backend->calls.size(), calls_at_release);
+}
+
+}  // namespace
+}  // namespace dlock
+
+namespace dlock {
+namespace {
+
+// On a session backend the client enforces an explicit lease: from the grant, not from
+// the start of a wait that outlasted the lease.
+TEST(Watchdog, ClientEnforcedLeaseAndMaxHoldCountFromTheGrant) {
+  auto backend = std::make_shared<RecordingBackend>(30s, Liveness::session, Clock::now() + 300ms);
+  auto provider = spi::make_provider(backend, "recording://");
+  auto l = provider->try_lock("x", Wait::for_duration(2s), {.lease = 200ms, .max_hold = 250ms});
+  ASSERT_TRUE(l);
+  EXPECT_GE(l->expires_at() - Clock::now(), 150ms);
+  std::this_thread::sleep_for(100ms);
+  EXPECT_TRUE(l->held()) << "a lease of 200 ms ended 100 ms after the grant";
 }
 
 }  // namespace
