@@ -7,6 +7,7 @@
 -- KEYS[6] what each waiter asked for (waiter id -> "x|lease|owner")   KEYS[7] arrival counter
 -- ARGV[1] owner key   ARGV[2] x|s   ARGV[3] lease ms   ARGV[4] waiter id
 -- ARGV[5] 1 = the caller will wait if busy   ARGV[6] heartbeat ms   ARGV[7] wake-up channel
+-- ARGV[8] 1 = this owner may already hold it (a waiter, or a retry after a lost reply)
 --
 -- Returns the fencing token (>= 1) when granted, or -(the holder's remaining ms) (0 if
 -- unknown) when busy.
@@ -17,22 +18,28 @@ local waiter, will_wait = ARGV[4], ARGV[5] == '1'
 local heartbeat, channel = tonumber(ARGV[6]), ARGV[7]
 
 -- One call answers the common case: nobody holds the lock and nobody waits for it.
-if redis.call('EXISTS', hash, queue) == 0 then
+local present = redis.call('EXISTS', hash, queue)
+if present == 0 then
   take(hash, readers, false, mode, owner, lease)
   return redis.call('INCR', counter)
 end
 
-local held = purge_readers(hash, readers, redis.call('HGET', hash, 'mode'))
-if redis.call('EXISTS', queue) == 1 and purge_waiters(queue, deadlines, owners) then
+local held = redis.call('HGET', hash, 'mode')
+local queued = present - (held and 1 or 0) > 0
+held = purge_readers(hash, readers, held)
+-- Dropping waiters that stopped refreshing matters only when the lock could go to them;
+-- under a writer they are dropped at its release.
+if queued and held ~= 'w' and purge_waiters(queue, deadlines, owners) then
   -- Dead waiters made room: the next ones (this caller, perhaps) get the lock now.
   held = grant_queued(hash, readers, counter, queue, deadlines, owners, arrivals, channel, held)
 end
 
--- This owner already holds it in this mode: the queue handed it over, or this is the retry
--- of an attempt whose reply was lost (the core never asks twice otherwise). Answer the
--- grant again, refreshed, without counting twice. Under an exclusive hold no one else
--- moved the counter; for a reader the token may be a later reader's.
-if ((mode == 'x' and held == 'w') or (mode == 's' and held == 'r')) and
+-- This owner already holds it in this mode: the queue handed it over (to a caller that
+-- waits: ARGV[8] = 1), or this is the retry of an attempt whose reply was lost (also 1);
+-- the core never asks twice otherwise. Answer the grant again, refreshed, without counting
+-- twice. Under an exclusive hold no one else moved the counter; for a reader the token may
+-- be a later reader's.
+if ARGV[8] == '1' and ((mode == 'x' and held == 'w') or (mode == 's' and held == 'r')) and
     redis.call('HEXISTS', hash, owner) == 1 then
   if mode == 'x' then
     redis.call('PEXPIRE', hash, lease)
@@ -49,7 +56,7 @@ end
 
 -- While anyone waits, only the head of the queue may take the lock: nobody barges, and a
 -- waiting writer keeps new readers out.
-local head = redis.call('ZRANGE', queue, 0, 0)[1]
+local head = queued and redis.call('ZRANGE', queue, 0, 0)[1]
 local fits = (mode == 'x' and not held) or (mode == 's' and held ~= 'w')
 if fits and (not head or head == waiter) then
   held = take(hash, readers, held, mode, owner, lease)
@@ -72,11 +79,14 @@ if will_wait then
     redis.call('HSET', owners, waiter, mode .. '|' .. lease .. '|' .. owner)
   end
   redis.call('ZADD', deadlines, now() + heartbeat, waiter)
-  -- Every deadline is at most now + heartbeat: the queue never outlives its waiters.
-  redis.call('PEXPIRE', queue, heartbeat * 2)
-  redis.call('PEXPIRE', deadlines, heartbeat * 2)
-  redis.call('PEXPIRE', owners, heartbeat * 2)
-  redis.call('PEXPIRE', arrivals, heartbeat * 2)
+  -- Every deadline is at most now + heartbeat: keeping the queue's keys alive longer than
+  -- that (renewed when less is left) means they never outlive their waiters.
+  if redis.call('PTTL', queue) < heartbeat then
+    redis.call('PEXPIRE', queue, heartbeat * 3)
+    redis.call('PEXPIRE', deadlines, heartbeat * 3)
+    redis.call('PEXPIRE', owners, heartbeat * 3)
+    redis.call('PEXPIRE', arrivals, heartbeat * 3)
+  end
 end
 local ttl = redis.call('PTTL', hash)
 if ttl < 0 then ttl = 0 end

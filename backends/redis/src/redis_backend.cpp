@@ -83,9 +83,11 @@ spi::Attempt RedisBackend::try_acquire(const spi::AttemptRequest& req) {
     std::lock_guard lock(sub_mu_);
     sub = subscriber_;
   }
+  bool registered = false;
   if (sub) {
     // A waiter the queue handed the lock to picks it up without a round trip.
-    if (auto grant = sub->before_attempt(req.waiter_id, Clock::now())) {
+    if (auto grant = sub->before_attempt(req.waiter_id, Clock::now(), registered)) {
+      if (grant->busy) return spi::Busy{};
       return std::make_shared<RedisHeldLock>(std::string(req.name), req.mode, std::string(req.owner_key),
                                              grant->token, grant->attempt_sent + req.lease);
     }
@@ -94,10 +96,15 @@ spi::Attempt RedisBackend::try_acquire(const spi::AttemptRequest& req) {
   const std::string lease = ms_text(req.lease);
   const std::string heartbeat = ms_text(options_.fair_heartbeat);
   const std::string_view keys[] = {k.hash, k.readers, k.counter, k.queue, k.deadlines, k.asks, k.arrivals};
-  const std::string_view args[] = {req.owner_key, req.mode == LockMode::shared ? "s" : "x", lease,
-                                   req.waiter_id, req.will_wait ? "1" : "0", heartbeat, k.channel};
+  // The script looks for this owner's hold only where it can exist: a registered waiter may
+  // have been handed the lock; a retry may follow a grant whose reply was lost.
+  std::string_view args[] = {req.owner_key, req.mode == LockMode::shared ? "s" : "x", lease,
+                             req.waiter_id, req.will_wait ? "1" : "0", heartbeat, k.channel,
+                             registered ? "1" : "0"};
   Clock::time_point sent;
+  int tries = 0;
   const long long value = with_retry([&](Connection& conn) {
+    if (tries++ > 0) args[7] = "1";
     sent = Clock::now();  // the lease is counted from before the request left
     Reply r = scripts_->run(conn, Script::acquire, keys, args);
     if (r->type != REDIS_REPLY_INTEGER) conn.fail("acquire script", r.get());

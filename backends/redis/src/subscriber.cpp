@@ -24,6 +24,7 @@ struct Subscriber::Channel {
   const std::string name;
   std::vector<std::shared_ptr<Entry>> waiters;  // registration order; guarded by mu_
   std::atomic<bool> confirmed{false};           // the server confirmed SUBSCRIBE
+  Clock::time_point confirmed_at{};             // guarded by mu_; when, for this connection
   bool sub_pending = false;                     // guarded by mu_
   bool unsub_pending = false;
   bool wake_on_confirm = false;  // resubscribed after a disconnect: messages may have been lost
@@ -40,6 +41,8 @@ struct Subscriber::Entry {
   bool active = true;    // guarded by m
   std::optional<std::uint64_t> grant;  // guarded by the subscriber's mu_
   Clock::time_point attempt_sent{};    // guarded by the subscriber's mu_
+  // The next attempt can be answered locally (see add()); guarded by the subscriber's mu_.
+  bool skip_next = false;
 };
 
 class Subscriber::Registration : public spi::WaitRegistration {
@@ -99,6 +102,12 @@ std::unique_ptr<spi::WaitRegistration> Subscriber::add(const std::string& channe
   auto& ch = channels_[channel];
   if (!ch) ch = std::make_shared<Channel>(channel);
   auto entry = std::make_shared<Entry>(std::string(waiter_id), std::move(wake_fn), ch);
+  // The caller's last attempt (which queued it) was sent less than command_timeout ago. If
+  // the channel was subscribed before that, every grant made since reaches us: the attempt
+  // the core makes right after registering cannot learn anything new and is answered here.
+  entry->skip_next = ch->confirmed.load() &&
+                     ch->confirmed_at + options_.command_timeout + std::chrono::milliseconds(100) <
+                         Clock::now();
   ch->waiters.push_back(entry);
   by_waiter_[entry->waiter_id] = entry;
   entries_.fetch_add(1);
@@ -128,17 +137,24 @@ void Subscriber::remove(const std::shared_ptr<Entry>& entry) noexcept {
 }
 
 std::optional<Subscriber::Grant> Subscriber::before_attempt(std::string_view waiter_id,
-                                                            Clock::time_point sent) {
+                                                            Clock::time_point sent, bool& registered) {
+  registered = false;
   if (entries_.load() == 0) return std::nullopt;
   std::lock_guard lock(mu_);
   auto it = by_waiter_.find(std::string(waiter_id));
   if (it == by_waiter_.end()) return std::nullopt;
+  registered = true;
   Entry& e = *it->second;
   if (e.grant) {
-    Grant g{*e.grant, e.attempt_sent};
+    Grant g{*e.grant, e.attempt_sent, false};
     e.grant.reset();
     return g;
   }
+  if (e.skip_next && e.channel->confirmed.load()) {
+    e.skip_next = false;
+    return Grant{0, {}, true};
+  }
+  e.skip_next = false;
   e.attempt_sent = sent;
   return std::nullopt;
 }
@@ -315,7 +331,10 @@ void Subscriber::on_reply(const redisReply* r, std::vector<std::shared_ptr<Entry
   auto& ch = it->second;
   if (kind == "subscribe") {
     ch->sub_pending = false;
-    if (!ch->unsub_pending) ch->confirmed.store(true);
+    if (!ch->unsub_pending) {
+      ch->confirmed.store(true);
+      ch->confirmed_at = Clock::now();
+    }
     if (ch->wake_on_confirm) {
       ch->wake_on_confirm = false;
       to_wake.insert(to_wake.end(), ch->waiters.begin(), ch->waiters.end());

@@ -33,11 +33,13 @@ class Subscriber : public std::enable_shared_from_this<Subscriber> {
     std::chrono::milliseconds healthy;  // while subscribed
     std::chrono::milliseconds down;     // while the subscriber is not connected
   };
-  // A grant received for a waiter. The server made it after the waiter's last attempt was
-  // sent, so the lease runs at least until attempt_sent + lease.
+  // What before_attempt() knows without asking the server: a grant received for the waiter
+  // (the server made it after the waiter's last attempt was sent, so the lease runs at least
+  // until attempt_sent + lease), or, when `busy`, that the attempt cannot succeed yet.
   struct Grant {
     std::uint64_t token;
     Clock::time_point attempt_sent;
+    bool busy;
   };
 
   explicit Subscriber(RedisOptions options);
@@ -54,8 +56,12 @@ class Subscriber : public std::enable_shared_from_this<Subscriber> {
                                              Polls polls, std::function<void()> wake);
 
   // The waiter is about to send an attempt at `sent`: returns the grant it received (and
-  // forgets it), or records `sent` and returns nothing.
-  std::optional<Grant> before_attempt(std::string_view waiter_id, Clock::time_point sent);
+  // forgets it), or `busy` for the attempt right after registering when the channel was
+  // subscribed before the waiter queued (nothing new can be known), or records `sent` and
+  // returns nothing (the attempt must go to the server).
+  // `registered` tells whether the waiter is registered at all.
+  std::optional<Grant> before_attempt(std::string_view waiter_id, Clock::time_point sent,
+                                      bool& registered);
 
   struct Entry;
   struct Channel;
