@@ -72,14 +72,16 @@ class RedisEnv final : public BackendEnv {
     }
   }
 
-  // Fencing counters stay by design, and so do release latches ("…:u:<id>") while their TTL
-  // runs (a retried release answers from them); anything else is left behind.
+  // Left behind = a holder or queue entry (they affect the next acquirer) or any key that
+  // would never expire. Fencing counters stay by design; helper keys with a TTL (release
+  // latches, arrival counters) expire by themselves and are not counted.
   std::vector<std::string> residue() const override {
     auto c = connect();
     std::vector<std::string> keys;
     for_each_key([&](const std::string& key) {
       if (is_counter(key)) return;
-      if (key.find(":u:") != std::string::npos) {
+      const bool blocking = key.back() == '}' || key.ends_with(":q");
+      if (!blocking) {
         const char* argv[] = {"PTTL", key.c_str()};
         const size_t lens[] = {4, key.size()};
         ReplyPtr r(static_cast<redisReply*>(redisCommandArgv(c.get(), 2, argv, lens)));
