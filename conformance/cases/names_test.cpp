@@ -2,6 +2,7 @@
 #include <vector>
 
 #include "framework/conformance_test.h"
+#include "framework/taker_client.h"
 
 namespace dlock::conformance {
 
@@ -96,6 +97,27 @@ TEST_P(Names, HostileNamesAreSafeAndDistinct) {
     EXPECT_TRUE(other->try_lock(names[i]).has_value()) << "hostile name #" << i << " not freed";
   }
   // check_namespace_contained() runs in TearDown.
+}
+
+TEST_P(Names, SameNameIsTheSameLockInAnotherProcess) {
+  // Escaping and hashing must not depend on the process (no per-process seed, no locale).
+  DLOCK_REQUIRE_CLAIM(cross_process);
+  auto p = open();
+  auto names = hostile_names(name("x"));
+  names.push_back(name("long") + std::string(p->capabilities().max_name_bytes - 40, 'L'));
+  std::vector<std::optional<Lease>> held;
+  for (const auto& n : names) {
+    held.push_back(p->try_lock(n));
+    ASSERT_TRUE(held.back());
+  }
+  Taker taker(env().uri());
+  for (std::size_t i = 0; i < names.size(); ++i) {
+    EXPECT_FALSE(taker.acquire(names[i], milliseconds(0))) << "name #" << i << " maps elsewhere in another process";
+  }
+  held.clear();
+  for (std::size_t i = 0; i < names.size(); ++i) {
+    EXPECT_TRUE(taker.acquire(names[i], milliseconds(0))) << "name #" << i << " not free for another process";
+  }
 }
 
 }  // namespace dlock::conformance

@@ -3,6 +3,7 @@
 #include <thread>
 
 #include "framework/conformance_test.h"
+#include "framework/taker_client.h"
 
 namespace dlock::conformance {
 
@@ -110,6 +111,26 @@ TEST_P(ReadWrite, UpgradeIsRefusedNotDeadlocked) {
   DLOCK_EXPECT_ERROR(p->try_lock(n, Wait::for_duration(std::chrono::seconds(5))), ErrorCode::would_deadlock);
   EXPECT_LE(ms_since(start), tol().count()) << "the upgrade waited instead of being refused";
   EXPECT_TRUE(r->held());
+}
+
+TEST_P(ReadWrite, ReadersAndWriterAcrossProcesses) {
+  DLOCK_REQUIRE_CLAIM(read_write);
+  DLOCK_REQUIRE_CLAIM(cross_process);
+  const auto n = name();
+  Taker reader1(env().uri());
+  Taker reader2(env().uri());
+  ASSERT_TRUE(reader1.acquire(n, milliseconds(0), milliseconds(0), /*shared=*/true));
+  EXPECT_TRUE(reader2.acquire(n, milliseconds(0), milliseconds(0), /*shared=*/true))
+      << "a reader in another process was kept out by a reader";
+  auto p = open();
+  EXPECT_FALSE(p->try_lock(n).has_value()) << "a writer got in beside readers of other processes";
+  EXPECT_TRUE(p->try_lock_shared(n).has_value());
+  EXPECT_TRUE(reader1.release());
+  EXPECT_TRUE(reader2.release());
+  auto w = p->try_lock(n, Wait::for_duration(tol()));
+  ASSERT_TRUE(w);
+  EXPECT_FALSE(reader1.acquire(n, milliseconds(0), milliseconds(0), /*shared=*/true))
+      << "a reader in another process got in beside a writer";
 }
 
 }  // namespace dlock::conformance
