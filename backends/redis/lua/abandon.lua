@@ -3,19 +3,15 @@
 -- next waiters in. Key layout: backends/redis/README.md. Helpers: queue.lua (prepended).
 --
 -- KEYS[1] holders hash   KEYS[2] reader expiries zset   KEYS[3] fencing counter
--- KEYS[4] queue   KEYS[5] waiter deadlines   KEYS[6] waiter asks   KEYS[7] arrival counter
--- ARGV[1] waiter id   ARGV[2] owner key   ARGV[3] wake-up channel
+-- KEYS[4] queue   KEYS[5] waiter deadlines   KEYS[6] arrival counter
+-- ARGV[1] waiter id   ARGV[2] owner key   ARGV[3] x|s   ARGV[4] lease ms   ARGV[5] channel
 --
 -- Returns 1 if something was removed, 0 otherwise.
 local hash, readers, counter = KEYS[1], KEYS[2], KEYS[3]
-local queue, deadlines, owners, arrivals = KEYS[4], KEYS[5], KEYS[6], KEYS[7]
-local waiter, owner, channel = ARGV[1], ARGV[2], ARGV[3]
-local removed = 0
-
-if redis.call('ZSCORE', queue, waiter) then
-  dequeue(queue, deadlines, owners, waiter)
-  removed = 1
-end
+local queue, deadlines, arrivals = KEYS[4], KEYS[5], KEYS[6]
+local waiter, owner, mode, lease, channel = ARGV[1], ARGV[2], ARGV[3], ARGV[4], ARGV[5]
+local removed = redis.call('ZREM', queue, member_of(mode, lease, waiter, owner))
+redis.call('ZREM', deadlines, member_of(mode, lease, waiter, owner))
 
 -- The core never acquires a name for an owner that holds it, so a hold of this owner here
 -- is a grant this waiter did not live to pick up.
@@ -36,8 +32,8 @@ if held and redis.call('HEXISTS', hash, owner) == 1 then
 end
 
 if redis.call('EXISTS', queue) == 1 then
-  purge_waiters(queue, deadlines, owners)
-  grant_queued(hash, readers, counter, queue, deadlines, owners, arrivals, channel,
-               purge_readers(hash, readers, held))
+  held = purge_readers(hash, readers, held)
+  purge_waiters(queue, deadlines)
+  grant_queued(hash, readers, counter, queue, deadlines, arrivals, channel, held)
 end
 return removed

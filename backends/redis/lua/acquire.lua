@@ -3,8 +3,8 @@
 --
 -- KEYS[1] holders hash (field "mode" = w|r, field <owner key> = hold count)
 -- KEYS[2] reader expiries zset (owner key -> server ms)   KEYS[3] fencing counter
--- KEYS[4] queue (waiter id -> arrival number)   KEYS[5] waiter deadlines (waiter id -> server ms)
--- KEYS[6] what each waiter asked for (waiter id -> "x|lease|owner")   KEYS[7] arrival counter
+-- KEYS[4] queue (member -> arrival number)   KEYS[5] waiter deadlines (member -> server ms)
+-- KEYS[6] arrival counter   (queue members: see queue.lua)
 -- ARGV[1] owner key   ARGV[2] x|s   ARGV[3] lease ms   ARGV[4] waiter id
 -- ARGV[5] 1 = the caller will wait if busy   ARGV[6] heartbeat ms   ARGV[7] wake-up channel
 -- ARGV[8] 1 = this owner may already hold it (a waiter, or a retry after a lost reply)
@@ -12,7 +12,7 @@
 -- Returns the fencing token (>= 1) when granted, or -(the holder's remaining ms) (0 if
 -- unknown) when busy.
 local hash, readers, counter = KEYS[1], KEYS[2], KEYS[3]
-local queue, deadlines, owners, arrivals = KEYS[4], KEYS[5], KEYS[6], KEYS[7]
+local queue, deadlines, arrivals = KEYS[4], KEYS[5], KEYS[6]
 local owner, mode, lease = ARGV[1], ARGV[2], tonumber(ARGV[3])
 local waiter, will_wait = ARGV[4], ARGV[5] == '1'
 local heartbeat, channel = tonumber(ARGV[6]), ARGV[7]
@@ -24,21 +24,22 @@ if present == 0 then
   return redis.call('INCR', counter)
 end
 
+local me = member_of(mode, lease, waiter, owner)
 local held = redis.call('HGET', hash, 'mode')
 local queued = present - (held and 1 or 0) > 0
 held = purge_readers(hash, readers, held)
 -- Dropping waiters that stopped refreshing matters only when the lock could go to them;
 -- under a writer they are dropped at its release.
-if queued and held ~= 'w' and purge_waiters(queue, deadlines, owners) then
+if queued and held ~= 'w' and purge_waiters(queue, deadlines) then
   -- Dead waiters made room: the next ones (this caller, perhaps) get the lock now.
-  held = grant_queued(hash, readers, counter, queue, deadlines, owners, arrivals, channel, held)
+  held = grant_queued(hash, readers, counter, queue, deadlines, arrivals, channel, held)
 end
 
 -- This owner already holds it in this mode: the queue handed it over (to a caller that
--- waits: ARGV[8] = 1), or this is the retry of an attempt whose reply was lost (also 1);
--- the core never asks twice otherwise. Answer the grant again, refreshed, without counting
--- twice. Under an exclusive hold no one else moved the counter; for a reader the token may
--- be a later reader's.
+-- waits), or this is the retry of an attempt whose reply was lost (ARGV[8] says when that
+-- can be); the core never asks twice otherwise. Answer the grant again, refreshed, without
+-- counting twice. Under an exclusive hold no one else moved the counter; for a reader the
+-- token may be a later reader's.
 if ARGV[8] == '1' and ((mode == 'x' and held == 'w') or (mode == 's' and held == 'r')) and
     redis.call('HEXISTS', hash, owner) == 1 then
   if mode == 'x' then
@@ -50,41 +51,38 @@ if ARGV[8] == '1' and ((mode == 'x' and held == 'w') or (mode == 's' and held ==
       redis.call('PEXPIRE', readers, lease)
     end
   end
-  dequeue(queue, deadlines, owners, waiter)
+  if queued then
+    redis.call('ZREM', queue, me)
+    redis.call('ZREM', deadlines, me)
+  end
   return tonumber(redis.call('GET', counter))
 end
 
 -- While anyone waits, only the head of the queue may take the lock: nobody barges, and a
 -- waiting writer keeps new readers out.
-local head = queued and redis.call('ZRANGE', queue, 0, 0)[1]
 local fits = (mode == 'x' and not held) or (mode == 's' and held ~= 'w')
-if fits and (not head or head == waiter) then
+local head = fits and queued and redis.call('ZRANGE', queue, 0, 0)[1]
+if fits and (not head or head == me) then
   held = take(hash, readers, held, mode, owner, lease)
   local token = redis.call('INCR', counter)
   if head then
-    dequeue(queue, deadlines, owners, waiter)
-    if held == 'r' then
-      -- Readers queued right behind may join.
-      grant_queued(hash, readers, counter, queue, deadlines, owners, arrivals, channel, held)
-    elseif redis.call('EXISTS', queue) == 0 then
-      redis.call('DEL', arrivals)
-    end
+    redis.call('ZREM', queue, me)
+    redis.call('ZREM', deadlines, me)
+    -- Readers queued right behind may join (nothing happens under a writer).
+    grant_queued(hash, readers, counter, queue, deadlines, arrivals, channel, held)
   end
   return token
 end
 
 if will_wait then
-  if not redis.call('ZSCORE', queue, waiter) then
-    redis.call('ZADD', queue, redis.call('INCR', arrivals), waiter)
-    redis.call('HSET', owners, waiter, mode .. '|' .. lease .. '|' .. owner)
-  end
-  redis.call('ZADD', deadlines, now() + heartbeat, waiter)
+  -- NX: a waiter keeps its place; every attempt refreshes its deadline.
+  redis.call('ZADD', queue, 'NX', redis.call('INCR', arrivals), me)
+  redis.call('ZADD', deadlines, now() + heartbeat, me)
   -- Every deadline is at most now + heartbeat: keeping the queue's keys alive longer than
   -- that (renewed when less is left) means they never outlive their waiters.
   if redis.call('PTTL', queue) < heartbeat then
     redis.call('PEXPIRE', queue, heartbeat * 3)
     redis.call('PEXPIRE', deadlines, heartbeat * 3)
-    redis.call('PEXPIRE', owners, heartbeat * 3)
     redis.call('PEXPIRE', arrivals, heartbeat * 3)
   end
 end

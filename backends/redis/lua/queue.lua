@@ -1,9 +1,9 @@
 -- Prelude shared by acquire, release and abandon (prepended to each at build time):
 -- the server clock, lapsed readers, and the waiter queue that hands the lock over.
 --
--- Every caller that will wait queues (fair or not): the queue zset orders waiters by
--- arrival, the deadlines zset holds each waiter's heartbeat deadline (server ms), and the
--- owners hash holds what to grant it: "<x|s>|<lease ms>|<owner key>".
+-- Every caller that will wait queues (fair or not). A waiter's member in the queue zset
+-- (score: arrival number) and in the deadlines zset (score: heartbeat deadline, server ms)
+-- says what to grant it: "<x|s>|<lease ms>|<length of waiter id>|<waiter id><owner key>".
 
 -- The server's clock in ms, read once per script and only when needed (never the client's).
 local now_ms = nil
@@ -30,21 +30,24 @@ local function purge_readers(hash, readers, held)
 end
 
 -- Drops waiters that stopped refreshing (crashed, hung). Returns true if any was dropped.
-local function purge_waiters(queue, deadlines, owners)
+local function purge_waiters(queue, deadlines)
   local dead = redis.call('ZRANGEBYSCORE', deadlines, '-inf', now())
   if #dead == 0 then return false end
-  for _, w in ipairs(dead) do
-    redis.call('ZREM', queue, w)
-    redis.call('HDEL', owners, w)
-  end
+  for _, w in ipairs(dead) do redis.call('ZREM', queue, w) end
   redis.call('ZREMRANGEBYSCORE', deadlines, '-inf', now())
   return true
 end
 
-local function dequeue(queue, deadlines, owners, waiter)
-  redis.call('ZREM', queue, waiter)
-  redis.call('ZREM', deadlines, waiter)
-  redis.call('HDEL', owners, waiter)
+local function member_of(mode, lease, waiter, owner)
+  return mode .. '|' .. lease .. '|' .. #waiter .. '|' .. waiter .. owner
+end
+
+-- mode, lease, waiter id, owner key of a queue member (nil for a malformed one).
+local function parse_member(member)
+  local m, lease, len, rest = string.match(member, '^([xs])|(%d+)|(%d+)|(.*)$')
+  if not m then return nil end
+  len = tonumber(len)
+  return m, tonumber(lease), string.sub(rest, 1, len), string.sub(rest, len + 1)
 end
 
 -- Takes `owner`'s hold of the lock in mode m ('x' or 's') for `lease` ms.
@@ -70,25 +73,20 @@ end
 -- Hands the lock to the waiters at the front of the queue while they fit: a writer when the
 -- lock is free, readers while it is free or shared. Each grantee is told on the channel,
 -- by name: "g<fencing token>:<waiter id>". Returns the lock's mode afterwards.
-local function grant_queued(hash, readers, counter, queue, deadlines, owners, arrivals, channel, held)
-  while true do
+local function grant_queued(hash, readers, counter, queue, deadlines, arrivals, channel, held)
+  while held ~= 'w' do
     local head = redis.call('ZRANGE', queue, 0, 0)[1]
     if not head then
-      redis.call('DEL', queue, deadlines, owners, arrivals)
+      redis.call('DEL', arrivals)
       return held
     end
-    if held == 'w' then return held end
-    local info = redis.call('HGET', owners, head)
-    local m, lease, owner = nil, nil, nil
-    if info then m, lease, owner = string.match(info, '^([xs])|(%d+)|(.*)$') end
-    if not m then
-      dequeue(queue, deadlines, owners, head)  -- malformed entry: drop it
-    else
-      if m == 'x' and held then return held end  -- a writer waits for the readers to leave
-      held = take(hash, readers, held, m, owner, tonumber(lease))
-      dequeue(queue, deadlines, owners, head)
-      redis.call('PUBLISH', channel, 'g' .. redis.call('INCR', counter) .. ':' .. head)
-    end
+    local m, lease, waiter, owner = parse_member(head)
+    if m == 'x' and held then return held end  -- a writer waits for the readers to leave
+    if m then held = take(hash, readers, held, m, owner, lease) end
+    redis.call('ZREM', queue, head)
+    redis.call('ZREM', deadlines, head)
+    if m then redis.call('PUBLISH', channel, 'g' .. redis.call('INCR', counter) .. ':' .. waiter) end
   end
+  -- Under a writer, an emptied queue's arrival counter simply expires.
   return held
 end

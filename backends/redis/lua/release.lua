@@ -3,14 +3,13 @@
 -- queue.lua (prepended).
 --
 -- KEYS[1] holders hash   KEYS[2] reader expiries zset   KEYS[3] this request's latch
--- KEYS[4] fencing counter   KEYS[5] queue   KEYS[6] waiter deadlines   KEYS[7] waiter asks
--- KEYS[8] arrival counter
+-- KEYS[4] fencing counter   KEYS[5] queue   KEYS[6] waiter deadlines   KEYS[7] arrival counter
 -- ARGV[1] owner key   ARGV[2] latch ttl ms   ARGV[3] wake-up channel
 --
 -- Returns 1 if this request gave the hold back (also on a repeat of a request that did),
 -- 0 if the owner held nothing (nothing is touched then).
 local hash, readers, latch, counter = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
-local queue, deadlines, owners, arrivals = KEYS[5], KEYS[6], KEYS[7], KEYS[8]
+local queue, deadlines, arrivals = KEYS[5], KEYS[6], KEYS[7]
 local owner, latch_ttl, channel = ARGV[1], tonumber(ARGV[2]), ARGV[3]
 
 local state = redis.call('HMGET', hash, 'mode', owner)
@@ -62,7 +61,7 @@ end
 
 -- The lock is free: the live waiters at the front of the queue get it, told by name.
 if redis.call('EXISTS', queue) == 1 then
-  purge_waiters(queue, deadlines, owners)
-  grant_queued(hash, readers, counter, queue, deadlines, owners, arrivals, channel, false)
+  purge_waiters(queue, deadlines)
+  grant_queued(hash, readers, counter, queue, deadlines, arrivals, channel, false)
 end
 return 1

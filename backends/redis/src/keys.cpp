@@ -29,7 +29,6 @@ LockKeys::LockKeys(std::string_view prefix, std::string_view name, unsigned db) 
   counter = hash + ":t";
   queue = hash + ":q";
   deadlines = hash + ":d";
-  asks = hash + ":o";
   arrivals = hash + ":n";
   channel = hash + ":c:" + std::to_string(db);
 }

@@ -17,9 +17,8 @@ struct LockKeys {
   std::string hash;       // <prefix>{<enc>}       holders: mode + owner key -> hold count
   std::string readers;    // <prefix>{<enc>}:r     zset owner key -> reader expiry (server ms)
   std::string counter;    // <prefix>{<enc>}:t     fencing counter (never expires)
-  std::string queue;      // <prefix>{<enc>}:q     waiters: waiter id -> arrival number
-  std::string deadlines;  // <prefix>{<enc>}:d     waiters: waiter id -> heartbeat deadline (server ms)
-  std::string asks;       // <prefix>{<enc>}:o     waiters: waiter id -> "x|lease|owner key"
+  std::string queue;      // <prefix>{<enc>}:q     waiters -> arrival number (lua/queue.lua)
+  std::string deadlines;  // <prefix>{<enc>}:d     waiters -> heartbeat deadline (server ms)
   std::string arrivals;   // <prefix>{<enc>}:n     arrival counter
   std::string channel;    // <prefix>{<enc>}:c:<db> wake-up channel (pub/sub is not per-db)
 

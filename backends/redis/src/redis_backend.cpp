@@ -95,7 +95,7 @@ spi::Attempt RedisBackend::try_acquire(const spi::AttemptRequest& req) {
   const LockKeys k(options_.prefix, req.name, options_.db);
   const std::string lease = ms_text(req.lease);
   const std::string heartbeat = ms_text(options_.fair_heartbeat);
-  const std::string_view keys[] = {k.hash, k.readers, k.counter, k.queue, k.deadlines, k.asks, k.arrivals};
+  const std::string_view keys[] = {k.hash, k.readers, k.counter, k.queue, k.deadlines, k.arrivals};
   // The script looks for this owner's hold only where it can exist: a registered waiter may
   // have been handed the lock; a retry may follow a grant whose reply was lost.
   std::string_view args[] = {req.owner_key, req.mode == LockMode::shared ? "s" : "x", lease,
@@ -134,8 +134,10 @@ void RedisBackend::abandon(const spi::AttemptRequest& req) noexcept {
   if (!req.will_wait) return;
   try {
     const LockKeys k(options_.prefix, req.name, options_.db);
-    const std::string_view keys[] = {k.hash, k.readers, k.counter, k.queue, k.deadlines, k.asks, k.arrivals};
-    const std::string_view args[] = {req.waiter_id, req.owner_key, k.channel};
+    const std::string lease = ms_text(req.lease);
+    const std::string_view keys[] = {k.hash, k.readers, k.counter, k.queue, k.deadlines, k.arrivals};
+    const std::string_view args[] = {req.waiter_id, req.owner_key,
+                                     req.mode == LockMode::shared ? "s" : "x", lease, k.channel};
     with_retry([&](Connection& conn) { return scripts_->run(conn, Script::abandon, keys, args); });
   } catch (...) {
     // Best effort: the heartbeat deadline drops the entry, the lease ends a stray grant.
@@ -148,8 +150,8 @@ bool RedisBackend::release(spi::HeldLock& lock) {
   const std::string latch = k.latch(held.release_id());
   const std::string latch_ttl =
       ms_text(std::max(milliseconds(10000), options_.command_timeout * 4));
-  const std::string_view keys[] = {k.hash,  k.readers,   latch,  k.counter,
-                                   k.queue, k.deadlines, k.asks, k.arrivals};
+  const std::string_view keys[] = {k.hash,  k.readers,   latch, k.counter,
+                                   k.queue, k.deadlines, k.arrivals};
   const std::string_view args[] = {held.owner_key(), latch_ttl, k.channel};
   // A retry after a lost reply asks again with the same latch, which answers for the first
   // request instead of releasing twice.
