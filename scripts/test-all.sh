@@ -115,7 +115,7 @@ fi
 # --- 4. tests
 if ((configured)); then
   # --timeout is only the default for tests that set no TIMEOUT of their own.
-  step "ctest (all labels)" ctest --test-dir "$build" --output-on-failure -j"$jobs" --timeout 600
+  step "ctest (all labels)" ctest --test-dir "$build" --output-on-failure -j"$jobs" --timeout 300
 else
   skip "ctest (all labels)" "the g++ configure failed"
 fi
