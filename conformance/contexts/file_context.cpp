@@ -30,7 +30,7 @@ class FileEnv final : public BackendEnv {
     fs::remove_all(root_, ec);
   }
 
-  std::string uri(const UriOptions&) const override { return "file://" + dir_.string() + "?fsync=false"; }
+  std::string uri(const UriOptions&) const override { return "file://" + dir_.string() + "?fsync=false&lease=1s"; }
 
   // Replaces every lock file of the case's directory by a copy: the holder's descriptor now
   // guards an unlinked inode (its hold is lost), while the copy keeps the fencing counter, so
@@ -76,7 +76,7 @@ BackendContext make() {
   c.claims.push_wakeup = true;
   c.claims.liveness = Liveness::session;
   c.claims.cross_process = true;
-  c.short_lease = std::chrono::milliseconds(3000);
+  c.short_lease = std::chrono::milliseconds(1000);
   c.tolerance = std::chrono::milliseconds(400);
   c.malformed_uris = {{"file://", "directory"},
                       {"file:///tmp/dlock-conf-bad?bogus=1", "bogus"},
