@@ -38,4 +38,4 @@ echo "== building (-j$jobs)"
 cmake --build "$build" -j"$jobs"
 
 echo "== running $demo"
-exec bash "$demo" "$build"
+if [[ -x "$demo" ]]; then exec "$demo" "$build"; else exec sh "$demo" "$build"; fi
