@@ -8,7 +8,8 @@
 #   stop     stop each server by its recorded PID and wait until the process is gone
 #   restart  stop + start with the same data dir and port (tests use it to restart a server)
 #   status   one line per server; exit 0 if all named servers run, 3 otherwise
-#   env      print `export DLOCK_TEST_<NAME>_URI=…` for each running server and
+#   env      print `export DLOCK_TEST_<NAME>_URI=…` for each running server (mariadb's
+#            also as DLOCK_TEST_MYSQL_URI, the backend's name) and
 #            `export DLOCK_SERVERS_SCRIPT=…`: use as  eval "$(scripts/servers.sh env)"
 #
 # Environment:
