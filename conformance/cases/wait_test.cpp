@@ -1,5 +1,6 @@
 // Contract 3: bounded waiting. Every kind of wait returns within its bound; a waiter is handed
 // the lock when it is released; a waiter that gives up leaves nothing behind.
+#include <algorithm>
 #include <atomic>
 #include <thread>
 #include <vector>
@@ -163,6 +164,38 @@ TEST_P(Waits, GivenUpWaitersLeaveNothingBehind) {
   // And nothing is left in the backend's storage (queue entries, waiter nodes, holders).
   EXPECT_TRUE(eventually([&] { return env().residue().empty(); }, tol()))
       << "left behind: " << ::testing::PrintToString(env().residue());
+}
+
+TEST_P(Waits, PushWakeupHandsOffWithoutPolling) {
+  // Contract 3: waiters are woken by the backend, polling is only the fallback. Twenty
+  // hand-offs from a holder to a blocked waiter: the median must be far below any poll interval.
+  DLOCK_REQUIRE_CLAIM(push_wakeup);
+  auto holder = open();
+  auto waiter = open();
+  const auto n = name();
+  std::vector<long long> us;
+  for (int i = 0; i < 20; ++i) {
+    auto h = holder->try_lock(n, Wait::for_duration(tol()));
+    ASSERT_TRUE(h);
+    std::atomic<long long> released_at{0};
+    std::optional<Lease> got;
+    long long got_at = 0;
+    {
+      std::jthread w([&] {
+        got = waiter->try_lock(n, Wait::for_duration(std::chrono::seconds(5)));
+        got_at = now_ns();
+      });
+      std::this_thread::sleep_for(milliseconds(30));  // the waiter is blocked by now
+      released_at = now_ns();
+      h->release();
+    }
+    ASSERT_TRUE(got) << "hand-off " << i;
+    us.push_back((got_at - released_at) / 1000);
+  }
+  std::sort(us.begin(), us.end());
+  std::cout << "[conformance] " << ctx().backend << " hand-off latency: p50 " << us[10] << " us, max "
+            << us.back() << " us\n";
+  EXPECT_LE(us[10], 20000) << "median hand-off " << us[10] << " us: the waiter is polling, not woken";
 }
 
 }  // namespace dlock::conformance
