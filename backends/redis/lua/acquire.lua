@@ -21,7 +21,7 @@ local heartbeat, channel = tonumber(ARGV[6]), ARGV[7]
 local present = redis.call('EXISTS', hash, queue)
 if present == 0 then
   take(hash, readers, false, mode, owner, lease)
-  return redis.call('INCR', counter)
+  return next_token(counter)
 end
 
 local me = member_of(mode, lease, waiter, owner)
@@ -64,7 +64,7 @@ local fits = (mode == 'x' and not held) or (mode == 's' and held ~= 'w')
 local head = fits and queued and redis.call('ZRANGE', queue, 0, 0)[1]
 if fits and (not head or head == me) then
   held = take(hash, readers, held, mode, owner, lease)
-  local token = redis.call('INCR', counter)
+  local token = next_token(counter)
   if head then
     redis.call('ZREM', queue, me)
     redis.call('ZREM', deadlines, me)

@@ -15,6 +15,17 @@ local function now()
   return now_ms
 end
 
+-- The next fencing token. A counter that does not exist yet (first use of the name, or a
+-- server that lost its data in a restart) starts from the server clock (ms x 1000), so
+-- tokens keep increasing even across a restart that forgot them.
+local function next_token(counter)
+  local t = redis.call('INCR', counter)
+  if t ~= 1 then return t end
+  local seed = string.format('%d', now() * 1000)
+  redis.call('SET', counter, seed)
+  return tonumber(seed)
+end
+
 -- Drops readers whose own lease ran out. Returns the lock's mode afterwards (false = free).
 local function purge_readers(hash, readers, held)
   if held ~= 'r' then return held end
@@ -85,7 +96,7 @@ local function grant_queued(hash, readers, counter, queue, deadlines, arrivals, 
     if m then held = take(hash, readers, held, m, owner, lease) end
     redis.call('ZREM', queue, head)
     redis.call('ZREM', deadlines, head)
-    if m then redis.call('PUBLISH', channel, 'g' .. redis.call('INCR', counter) .. ':' .. waiter) end
+    if m then redis.call('PUBLISH', channel, 'g' .. string.format('%d', next_token(counter)) .. ':' .. waiter) end
   end
   -- Under a writer, an emptied queue's arrival counter simply expires.
   return held

@@ -52,6 +52,8 @@ class Connection {
   bool broken() const noexcept { return ctx_->err != 0; }
   // True if the server already closed this idle connection (or sent something unasked).
   bool stale() const noexcept;
+  // The server's run_id (INFO server), read at connect: it changes when the server restarts.
+  std::string run_id;
   // When the connection was last handed back to the pool.
   std::chrono::steady_clock::time_point idle_since{};
 

@@ -2,6 +2,7 @@
 
 #include <charconv>
 
+#include "dlock/duration.h"
 #include "dlock/error.h"
 
 namespace dlock::redis {
@@ -59,6 +60,14 @@ RedisOptions parse_options(const Uri& uri) {
   if (auto n = params.take_uint("pool", 1, 1024)) o.pool = static_cast<std::size_t>(*n);
   if (auto d = params.take_duration("lease")) o.lease = *d;
   if (auto d = params.take_duration("fair_heartbeat")) o.fair_heartbeat = *d;
+  if (auto grace = params.take_string("restart_grace")) {
+    try {
+      o.restart_grace = (*grace == "0" || *grace == "off") ? std::chrono::milliseconds(0)
+                                                           : parse_duration(*grace);
+    } catch (const Error& e) {
+      bad(uri, "restart_grace: " + e.message());
+    }
+  }
   if (o.lease < std::chrono::milliseconds(30)) bad(uri, "lease must be at least 30ms");
   if (o.fair_heartbeat < std::chrono::milliseconds(30)) bad(uri, "fair_heartbeat must be at least 30ms");
   params.finish();

@@ -24,6 +24,9 @@ struct RedisOptions {
   std::size_t pool = 8;  // most connections open at once for commands (the subscriber has its own)
   std::chrono::milliseconds lease{30000};           // default lease, renewed by the watchdog
   std::chrono::milliseconds fair_heartbeat{3000};   // a queued waiter silent this long is dropped
+  // After seeing the server restart (a new run_id), grant nothing for this long: holds the
+  // server forgot must first run out or be reported lost. Empty: the lease.
+  std::optional<std::chrono::milliseconds> restart_grace;
   std::string where;  // "redis 127.0.0.1:6379" or "redis unix:/path": for messages, never a password
 };
 

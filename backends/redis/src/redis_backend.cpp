@@ -30,6 +30,15 @@ std::string random_id() {
 
 std::string ms_text(milliseconds d) { return std::to_string(d.count()); }
 
+// The last busy attempt of a caller that will wait, kept for the prepare_wait() the core
+// makes next on the same thread (the wait loop runs on the caller's thread).
+struct LastBusy {
+  std::string waiter_id;
+  Clock::time_point sent{};
+  std::optional<Clock::time_point> holder_expiry;
+};
+thread_local LastBusy last_busy;
+
 }  // namespace
 
 // Runs `op` on a pooled connection; if the connection itself failed (not an error reply),
@@ -87,7 +96,7 @@ spi::Attempt RedisBackend::try_acquire(const spi::AttemptRequest& req) {
   if (sub) {
     // A waiter the queue handed the lock to picks it up without a round trip.
     if (auto grant = sub->before_attempt(req.waiter_id, Clock::now(), registered)) {
-      if (grant->busy) return spi::Busy{};
+      if (grant->busy) return spi::Busy{grant->retry_after};
       return std::make_shared<RedisHeldLock>(std::string(req.name), req.mode, std::string(req.owner_key),
                                              grant->token, grant->attempt_sent + req.lease);
     }
@@ -101,9 +110,11 @@ spi::Attempt RedisBackend::try_acquire(const spi::AttemptRequest& req) {
   std::string_view args[] = {req.owner_key, req.mode == LockMode::shared ? "s" : "x", lease,
                              req.waiter_id, req.will_wait ? "1" : "0", heartbeat, k.channel,
                              registered ? "1" : "0"};
-  Clock::time_point sent;
+  Clock::time_point sent = Clock::now();
   int tries = 0;
-  const long long value = with_retry([&](Connection& conn) {
+  const long long value = with_retry([&](Connection& conn) -> long long {
+    // Right after a server restart nothing is granted (see ConnectionPool::quarantine_left).
+    if (auto q = pool_.quarantine_left(); q.count() > 0) return -q.count();
     if (tries++ > 0) args[7] = "1";
     sent = Clock::now();  // the lease is counted from before the request left
     Reply r = scripts_->run(conn, Script::acquire, keys, args);
@@ -116,6 +127,12 @@ spi::Attempt RedisBackend::try_acquire(const spi::AttemptRequest& req) {
   }
   spi::Busy busy;
   if (value < 0) busy.retry_after = milliseconds(-value);
+  if (req.will_wait) {
+    last_busy.waiter_id.assign(req.waiter_id);
+    last_busy.sent = sent;
+    last_busy.holder_expiry.reset();
+    if (busy.retry_after) last_busy.holder_expiry = sent + *busy.retry_after;
+  }
   return busy;
 }
 
@@ -126,7 +143,15 @@ std::unique_ptr<spi::WaitRegistration> RedisBackend::prepare_wait(const spi::Att
   // stay within its heartbeat even if no grant message comes.
   Subscriber::Polls polls{std::max(options_.fair_heartbeat / 3, milliseconds(10)), kDownPoll};
   polls.down = std::min(polls.down, polls.healthy);
-  return subscriber()->add(k.channel, req.waiter_id, polls, std::move(wake));
+  // The attempt that queued this waiter; if the core made it elsewhere (it does not),
+  // assume the oldest time it could have been sent.
+  Clock::time_point last_sent = Clock::now() - options_.command_timeout;
+  std::optional<Clock::time_point> holder_expiry;
+  if (last_busy.waiter_id == req.waiter_id) {
+    last_sent = last_busy.sent;
+    holder_expiry = last_busy.holder_expiry;
+  }
+  return subscriber()->add(k.channel, req.waiter_id, polls, std::move(wake), last_sent, holder_expiry);
 }
 
 void RedisBackend::abandon(const spi::AttemptRequest& req) noexcept {

@@ -43,6 +43,7 @@ struct Subscriber::Entry {
   Clock::time_point attempt_sent{};    // guarded by the subscriber's mu_
   // The next attempt can be answered locally (see add()); guarded by the subscriber's mu_.
   bool skip_next = false;
+  std::optional<Clock::time_point> holder_expiry;  // from the attempt that queued the waiter
 };
 
 class Subscriber::Registration : public spi::WaitRegistration {
@@ -93,7 +94,9 @@ void Subscriber::wake(const std::shared_ptr<Entry>& e) noexcept {
 
 std::unique_ptr<spi::WaitRegistration> Subscriber::add(const std::string& channel,
                                                        std::string_view waiter_id, Polls polls,
-                                                       std::function<void()> wake_fn) {
+                                                       std::function<void()> wake_fn,
+                                                       Clock::time_point last_sent,
+                                                       std::optional<Clock::time_point> holder_expiry) {
   std::unique_lock lock(mu_);
   if (!started_ && event_fd_ >= 0) {
     started_ = true;
@@ -102,6 +105,8 @@ std::unique_ptr<spi::WaitRegistration> Subscriber::add(const std::string& channe
   auto& ch = channels_[channel];
   if (!ch) ch = std::make_shared<Channel>(channel);
   auto entry = std::make_shared<Entry>(std::string(waiter_id), std::move(wake_fn), ch);
+  entry->attempt_sent = last_sent;
+  entry->holder_expiry = holder_expiry;
   // The caller's last attempt (which queued it) was sent less than command_timeout ago. If
   // the channel was subscribed before that, every grant made since reaches us: the attempt
   // the core makes right after registering cannot learn anything new and is answered here.
@@ -146,13 +151,20 @@ std::optional<Subscriber::Grant> Subscriber::before_attempt(std::string_view wai
   registered = true;
   Entry& e = *it->second;
   if (e.grant) {
-    Grant g{*e.grant, e.attempt_sent, false};
+    Grant g{*e.grant, e.attempt_sent, false, std::nullopt};
     e.grant.reset();
     return g;
   }
   if (e.skip_next && e.channel->confirmed.load()) {
     e.skip_next = false;
-    return Grant{0, {}, true};
+    Grant busy{0, {}, true, std::nullopt};
+    if (e.holder_expiry) {
+      // Keep the hint of the attempt that queued the waiter: a holder that died is found
+      // gone as soon as its lease ends.
+      busy.retry_after = std::max(std::chrono::milliseconds(1),
+                                  std::chrono::ceil<std::chrono::milliseconds>(*e.holder_expiry - sent));
+    }
+    return busy;
   }
   e.skip_next = false;
   e.attempt_sent = sent;

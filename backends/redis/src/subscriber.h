@@ -40,6 +40,7 @@ class Subscriber : public std::enable_shared_from_this<Subscriber> {
     std::uint64_t token;
     Clock::time_point attempt_sent;
     bool busy;
+    std::optional<std::chrono::milliseconds> retry_after;  // with busy: the holder's lease left
   };
 
   explicit Subscriber(RedisOptions options);
@@ -52,8 +53,12 @@ class Subscriber : public std::enable_shared_from_this<Subscriber> {
   // by the server (so nothing published afterwards can be missed), or at once while the
   // subscriber is disconnected, or after command_timeout. Destroying the result unregisters;
   // after that `wake` is never called again. Starts the thread on first use.
+  // `last_sent` is when the waiter's last attempt (the one that queued it) was sent, and
+  // `holder_expiry` when that attempt said the holder's lease runs out, if it said.
   std::unique_ptr<spi::WaitRegistration> add(const std::string& channel, std::string_view waiter_id,
-                                             Polls polls, std::function<void()> wake);
+                                             Polls polls, std::function<void()> wake,
+                                             Clock::time_point last_sent,
+                                             std::optional<Clock::time_point> holder_expiry);
 
   // The waiter is about to send an attempt at `sent`: returns the grant it received (and
   // forgets it), or `busy` for the attempt right after registering when the channel was
