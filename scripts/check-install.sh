@@ -43,7 +43,8 @@ run_logged "$work/cmake-build.log" cmake --build "$work/cmake-build" -j2
 step "consumer via pkg-config"
 pc=$(find "$prefix" -name dlock.pc -print -quit)
 [[ -n "$pc" ]] || { echo "check-install: FAILED: no dlock.pc installed under $prefix" >&2; exit 1; }
-export PKG_CONFIG_PATH="$(dirname "$pc")${PKG_CONFIG_PATH:+:$PKG_CONFIG_PATH}"
+PKG_CONFIG_PATH="$(dirname "$pc")${PKG_CONFIG_PATH:+:$PKG_CONFIG_PATH}"
+export PKG_CONFIG_PATH
 flags=$(pkg-config --cflags --libs dlock) || { echo "check-install: FAILED: pkg-config dlock" >&2; exit 1; }
 echo "  pkg-config --cflags --libs dlock: $flags"
 # shellcheck disable=SC2086  # the flags are meant to split

@@ -107,6 +107,7 @@ show_log() {  # NAME LOGFILE...: print the logs of a server that failed
 spawn() {  # PIDFILE LOGFILE CMD...
   local pidfile=$1 log=$2; shift 2
   rm -f "$pidfile"
+  # shellcheck disable=SC2016  # expanded by the inner shell
   setsid -f bash -c 'echo $$ >"$1"; shift; exec "$@"' spawn "$pidfile" "$@" </dev/null >>"$log" 2>&1
 }
 
@@ -261,8 +262,9 @@ start_one() {
     return 0
   fi
   port=${2:-$(default_port "$name")}
-  [[ "$port" =~ ^[0-9]+$ ]] && ((port >= 1 && port <= 65535)) ||
+  if ! [[ "$port" =~ ^[0-9]+$ ]] || ((port < 1 || port > 65535)); then
     die "$name: bad port '$port' (set DLOCK_${name^^}_PORT to 1..65535)"
+  fi
   if port_open "$port"; then
     die "$name: port $port on 127.0.0.1 is already in use by another process (set DLOCK_${name^^}_PORT)"
   fi
@@ -338,7 +340,7 @@ env_one() {
 # keeps a caller's pipe or our lock file open after this script exits.
 close_fds() {
   local fd
-  for fd in /proc/$$/fd/*; do
+  for fd in "/proc/$$/fd"/*; do
     fd=${fd##*/}
     if [[ "$fd" =~ ^[0-9]+$ ]] && ((fd > 2 && fd != 255)); then eval "exec $fd>&-" 2>/dev/null || true; fi
   done

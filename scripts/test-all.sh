@@ -18,7 +18,7 @@
 set -uo pipefail
 
 repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
-cd "$repo"
+cd "$repo" || exit 1
 jobs=${DLOCK_JOBS:-2}
 build=${DLOCK_BUILD_DIR:-build}
 build_clang=${DLOCK_CLANG_BUILD_DIR:-build-clang}
