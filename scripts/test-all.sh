@@ -115,7 +115,13 @@ fi
 # --- 4. tests
 if ((configured)); then
   # --timeout is only the default for tests that set no TIMEOUT of their own.
-  step "ctest (all labels)" ctest --test-dir "$build" --output-on-failure -j"$jobs" --timeout 300
+  rm -f "$build/Testing/Temporary/LastTestsFailed.log"
+  if ! step "ctest (all labels)" ctest --test-dir "$build" --output-on-failure -j"$jobs" --timeout 300; then
+    failed_log=$build/Testing/Temporary/LastTestsFailed.log
+    if [[ -s "$failed_log" ]]; then
+      while IFS= read -r line; do summary+=("        failed test: ${line#*:}"); done <"$failed_log"
+    fi
+  fi
 else
   skip "ctest (all labels)" "the g++ configure failed"
 fi
