@@ -4,7 +4,8 @@
 #   2. starts redis, mariadb, zookeeper, postgres on loopback (scripts/servers.sh) and
 #      stops them again on any exit (servers that were already running are left running)
 #   3. builds everything with g++ into build/ (Release -O2, tests on, every backend required)
-#   4. runs every test: ctest --test-dir build --output-on-failure -j2 (all labels)
+#   4. runs every test (all labels): ctest --test-dir build --output-on-failure, -j2 for
+#      tests without the integration label, then the integration tests one at a time
 #   5. prints the conformance table (build/conformance/conformance-table.md) if written
 #   6. builds everything with clang++-14 into build-clang/ (Debug; warnings are errors; no tests)
 #   7. installs build/ into a temporary prefix and builds+runs tests/consumer against it
@@ -113,17 +114,25 @@ if step "configure g++ ($build/)" configure "$build" Release -DCMAKE_CXX_COMPILE
 fi
 
 # --- 4. tests
-if ((configured)); then
-  # --timeout is only the default for tests that set no TIMEOUT of their own.
-  rm -f "$build/Testing/Temporary/LastTestsFailed.log"
-  if ! step "ctest (all labels)" ctest --test-dir "$build" --output-on-failure -j"$jobs" --timeout 300; then
-    failed_log=$build/Testing/Temporary/LastTestsFailed.log
+# Every test, in two runs: those without the `integration` label in parallel, then the
+# integration tests one at a time: they share one server per backend, and some restart it
+# or kill every client connection on it (CLIENT KILL), which would fail a neighbour.
+# --timeout is only the default for tests that set no TIMEOUT of their own.
+run_ctest() {  # NAME CTEST_ARGS...
+  local name=$1; shift
+  local failed_log=$build/Testing/Temporary/LastTestsFailed.log line
+  rm -f "$failed_log"
+  if ! step "$name" ctest --test-dir "$build" --output-on-failure --timeout 300 "$@"; then
     if [[ -s "$failed_log" ]]; then
       while IFS= read -r line; do summary+=("        failed test: ${line#*:}"); done <"$failed_log"
     fi
   fi
+}
+if ((configured)); then
+  run_ctest "ctest: all tests not labelled integration (-j$jobs)" -LE integration -j"$jobs"
+  run_ctest "ctest: integration tests (one at a time)" -L integration -j1
 else
-  skip "ctest (all labels)" "the g++ configure failed"
+  skip "ctest" "the g++ configure failed"
 fi
 
 # --- 5. conformance table
