@@ -9,7 +9,7 @@
 -- ARGV[5] 1 = the caller will wait if busy   ARGV[6] heartbeat ms   ARGV[7] wake-up channel
 -- ARGV[8] 1 = this owner may already hold it (a waiter, or a retry after a lost reply)
 --
--- Returns the fencing token (>= 1) when granted, or -(the holder's remaining ms) (0 if
+-- Returns the fencing token (>= 1) when granted, or -(the holder's remaining ms + 1) (0 if
 -- unknown) when busy.
 local hash, readers, counter = KEYS[1], KEYS[2], KEYS[3]
 local queue, deadlines, arrivals = KEYS[4], KEYS[5], KEYS[6]
@@ -36,10 +36,10 @@ if queued and held ~= 'w' and purge_waiters(queue, deadlines) then
 end
 
 -- This owner already holds it in this mode: the queue handed it over (to a caller that
--- waits), or this is the retry of an attempt whose reply was lost (ARGV[8] says when that
--- can be); the core never asks twice otherwise. Answer the grant again, refreshed, without
--- counting twice. Under an exclusive hold no one else moved the counter; for a reader the
--- token may be a later reader's.
+-- waits), or this is the retry of an attempt whose reply was lost, or the client gave up on
+-- a hold the server still kept (ARGV[8] says when that can be); the core never asks twice
+-- otherwise. Grant it again, refreshed, without counting twice, and with a new token: the
+-- caller sees this as a new hold, so its token must exceed every earlier one.
 if ARGV[8] == '1' and ((mode == 'x' and held == 'w') or (mode == 's' and held == 'r')) and
     redis.call('HEXISTS', hash, owner) == 1 then
   if mode == 'x' then
@@ -55,7 +55,7 @@ if ARGV[8] == '1' and ((mode == 'x' and held == 'w') or (mode == 's' and held ==
     redis.call('ZREM', queue, me)
     redis.call('ZREM', deadlines, me)
   end
-  return tonumber(redis.call('GET', counter))
+  return next_token(counter)
 end
 
 -- While anyone waits, only the head of the queue may take the lock: nobody barges, and a
@@ -86,6 +86,8 @@ if will_wait then
     redis.call('PEXPIRE', arrivals, heartbeat * 3)
   end
 end
+-- The holder's remaining lease bounds the caller's sleep; +1 so that a lease in its last
+-- millisecond still reads as a hint (0 means none: the lock is free, waiting for the queue).
 local ttl = redis.call('PTTL', hash)
-if ttl < 0 then ttl = 0 end
-return -ttl
+if ttl < 0 then return 0 end
+return -(ttl + 1)

@@ -4,6 +4,7 @@
 #include <sys/socket.h>
 #include <sys/time.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
@@ -155,6 +156,10 @@ void Connection::transport_failed(std::string_view doing) {
     snprintf(ctx_->errstr, sizeof ctx_->errstr, "connection failed");
   }
   throw translate_error(where_, doing, ctx_, nullptr);
+}
+
+bool Connection::set_timeout(std::chrono::milliseconds timeout) noexcept {
+  return redisSetTimeout(ctx_, to_timeval(std::max(timeout, std::chrono::milliseconds(1)))) == REDIS_OK;
 }
 
 bool Connection::stale() const noexcept {

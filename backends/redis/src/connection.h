@@ -49,6 +49,10 @@ class Connection {
   // Throws translate_error() for `doing` with `reply` (an error reply or of a wrong type).
   [[noreturn]] void fail(std::string_view doing, const redisReply* reply) const;
 
+  // Bounds each read and write from now on (the socket timeout); false if it could not be
+  // set, after which the connection is broken.
+  bool set_timeout(std::chrono::milliseconds timeout) noexcept;
+
   bool broken() const noexcept { return ctx_->err != 0; }
   // True if the server already closed this idle connection (or sent something unasked).
   bool stale() const noexcept;

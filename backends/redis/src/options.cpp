@@ -1,5 +1,6 @@
 #include "options.h"
 
+#include <algorithm>
 #include <charconv>
 
 #include "dlock/duration.h"
@@ -59,7 +60,12 @@ RedisOptions parse_options(const Uri& uri) {
   if (auto d = params.take_duration("command_timeout")) o.command_timeout = *d;
   if (auto n = params.take_uint("pool", 1, 1024)) o.pool = static_cast<std::size_t>(*n);
   if (auto d = params.take_duration("lease")) o.lease = *d;
-  if (auto d = params.take_duration("fair_heartbeat")) o.fair_heartbeat = *d;
+  if (auto d = params.take_duration("fair_heartbeat")) {
+    o.fair_heartbeat = *d;
+  } else {
+    // A dead waiter must not block the lock longer than a dead holder would.
+    o.fair_heartbeat = std::min(o.fair_heartbeat, o.lease / 2);
+  }
   if (auto grace = params.take_string("restart_grace")) {
     try {
       o.restart_grace = (*grace == "0" || *grace == "off") ? std::chrono::milliseconds(0)

@@ -31,9 +31,9 @@ void ConnectionPool::add(std::unique_ptr<Connection> c) {
   idle_.push_back(std::move(c));
 }
 
-ConnectionPool::Handle ConnectionPool::take() {
+ConnectionPool::Handle ConnectionPool::take(Clock::time_point bound) {
   std::unique_lock lock(mu_);
-  const auto deadline = Clock::now() + options_.command_timeout;
+  const auto deadline = std::min(bound, Clock::now() + options_.command_timeout);
   for (;;) {
     while (!idle_.empty()) {
       std::unique_ptr<Connection> c = std::move(idle_.back());
@@ -59,7 +59,18 @@ ConnectionPool::Handle ConnectionPool::take() {
   ++open_;
   lock.unlock();
   try {
-    auto c = Connection::open(options_);
+    std::unique_ptr<Connection> c;
+    if (bound == Clock::time_point::max()) {
+      c = Connection::open(options_);
+    } else {
+      RedisOptions o = options_;
+      const auto left = std::max(std::chrono::ceil<std::chrono::milliseconds>(bound - Clock::now()),
+                                 std::chrono::milliseconds(1));
+      o.connect_timeout = std::min(o.connect_timeout, left);
+      o.command_timeout = std::min(o.command_timeout, left);
+      c = Connection::open(o);
+      c->set_timeout(options_.command_timeout);
+    }
     lock.lock();
     backoff_ = std::chrono::milliseconds(0);
     last_error_.reset();

@@ -50,7 +50,9 @@ class ConnectionPool {
   // Throws Error(unavailable) when connecting fails (after a failure, further connects are
   // refused at once until a backoff of 50 ms doubling to 1 s has passed, with the same
   // message), or when no connection came back in time; invalid_argument for auth/db errors.
-  Handle take();
+  // With a deadline, opening a connection (connect and the first replies) and waiting for
+  // a free one are bounded by it too.
+  Handle take(std::chrono::steady_clock::time_point deadline = std::chrono::steady_clock::time_point::max());
 
  private:
   void give_back(std::unique_ptr<Connection> c) noexcept;

@@ -30,6 +30,13 @@ std::string random_id() {
 
 std::string ms_text(milliseconds d) { return std::to_string(d.count()); }
 
+// The client's estimate of when a lease taken at `sent` ends on the server: earlier by the
+// Redlock allowance for clock drift (1% + 2 ms), so the holder is told before anyone else
+// can be granted the lock even if the two clocks run slightly apart.
+Clock::time_point lease_end(Clock::time_point sent, milliseconds lease) {
+  return sent + lease - lease / 100 - milliseconds(2);
+}
+
 // The last busy attempt of a caller that will wait, kept for the prepare_wait() the core
 // makes next on the same thread (the wait loop runs on the caller's thread).
 struct LastBusy {
@@ -98,7 +105,7 @@ spi::Attempt RedisBackend::try_acquire(const spi::AttemptRequest& req) {
     if (auto grant = sub->before_attempt(req.waiter_id, Clock::now(), registered)) {
       if (grant->busy) return spi::Busy{grant->retry_after};
       return std::make_shared<RedisHeldLock>(std::string(req.name), req.mode, std::string(req.owner_key),
-                                             grant->token, grant->attempt_sent + req.lease);
+                                             grant->token, lease_end(grant->attempt_sent, req.lease));
     }
   }
   const LockKeys k(options_.prefix, req.name, options_.db);
@@ -123,7 +130,7 @@ spi::Attempt RedisBackend::try_acquire(const spi::AttemptRequest& req) {
   });
   if (value > 0) {
     return std::make_shared<RedisHeldLock>(std::string(req.name), req.mode, std::string(req.owner_key),
-                                           static_cast<std::uint64_t>(value), sent + req.lease);
+                                           static_cast<std::uint64_t>(value), lease_end(sent, req.lease));
   }
   spi::Busy busy;
   if (value < 0) busy.retry_after = milliseconds(-value);
@@ -171,6 +178,10 @@ void RedisBackend::abandon(const spi::AttemptRequest& req) noexcept {
 
 bool RedisBackend::release(spi::HeldLock& lock) {
   auto& held = static_cast<RedisHeldLock&>(lock);
+  // Past our (early, see lease_end) estimate of its end, the hold is not ours to count on,
+  // and freeing it now would hand the lock on before the lease the server promised ran out:
+  // let the server expire it.
+  if (held.expires_at() <= Clock::now()) return false;
   const LockKeys k(options_.prefix, held.name(), options_.db);
   const std::string latch = k.latch(held.release_id());
   const std::string latch_ttl =
@@ -217,22 +228,42 @@ void RedisBackend::extend_many(std::span<spi::HeldLock* const> locks, millisecon
       chunks.push_back(std::move(c));
     }
 
+    // A renewal that cannot finish before a lease runs out is worthless, and blocking past
+    // it would keep the core from telling that holder it lost the lock: every wait below is
+    // bounded by the earliest expiry.
+    // (A lease already past its expiry, only seen by an explicit extend(), gets the usual
+    // timeouts: its answer is not racing anything.)
+    Clock::time_point earliest = Clock::time_point::max();
+    for (auto* l : locks) earliest = std::min(earliest, l->expires_at());
+    if (earliest <= Clock::now()) earliest = Clock::time_point::max();
     Clock::time_point sent;
     std::vector<Reply> replies;
-    with_retry([&](Connection& conn) {
-      sent = Clock::now();
-      replies.clear();
-      for (auto& c : chunks) scripts_->append(conn, Script::extend, c.keys, c.args);
-      for (std::size_t i = 0; i < chunks.size(); ++i) replies.push_back(conn.read_reply());
-      for (std::size_t i = 0; i < chunks.size(); ++i) {
-        if (Scripts::is_noscript(replies[i].get())) {
-          // The server lost its scripts (SCRIPT FLUSH, restart): load, renew this chunk again.
-          scripts_->load(conn, Script::extend);
-          replies[i] = scripts_->run(conn, Script::extend, chunks[i].keys, chunks[i].args);
+    for (int attempt = 0;; ++attempt) {
+      const auto left = earliest == Clock::time_point::max()
+                            ? options_.command_timeout
+                            : std::chrono::floor<milliseconds>(earliest - Clock::now());
+      if (left <= milliseconds(0)) return;  // all stay `failed`
+      auto conn = pool_.take(earliest);
+      try {
+        if (left < options_.command_timeout && !conn->set_timeout(left)) continue;
+        sent = Clock::now();
+        replies.clear();
+        for (auto& c : chunks) scripts_->append(*conn, Script::extend, c.keys, c.args);
+        for (std::size_t i = 0; i < chunks.size(); ++i) replies.push_back(conn->read_reply());
+        for (std::size_t i = 0; i < chunks.size(); ++i) {
+          if (Scripts::is_noscript(replies[i].get())) {
+            // The server lost its scripts (SCRIPT FLUSH, restart): load, renew this chunk again.
+            scripts_->load(*conn, Script::extend);
+            replies[i] = scripts_->run(*conn, Script::extend, chunks[i].keys, chunks[i].args);
+          }
         }
+        if (left < options_.command_timeout) conn->set_timeout(options_.command_timeout);
+        break;
+      } catch (const Error&) {
+        // Once more on a fresh connection, if there is time for a connect and a reply.
+        if (attempt >= 1 || !conn->broken()) throw;
       }
-      return 0;
-    });
+    }
     for (std::size_t i = 0; i < chunks.size(); ++i) {
       const redisReply* r = replies[i].get();
       if (r->type != REDIS_REPLY_ARRAY || r->elements != chunks[i].count) continue;  // stays failed
@@ -241,7 +272,7 @@ void RedisBackend::extend_many(std::span<spi::HeldLock* const> locks, millisecon
         if (e->type != REDIS_REPLY_INTEGER) continue;
         const std::size_t idx = chunks[i].first + j;
         if (e->integer == 1) {
-          locks[idx]->set_expires_at(sent + lease);
+          locks[idx]->set_expires_at(lease_end(sent, lease));
           out[idx] = spi::RenewStatus::renewed;
         } else {
           out[idx] = spi::RenewStatus::not_held;

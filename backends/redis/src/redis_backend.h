@@ -43,7 +43,8 @@ class RedisBackend : public spi::Backend {
                                                       std::function<void()> wake) override;
   void abandon(const spi::AttemptRequest& request) noexcept override;
   // One EVALSHA of lua/release.lua, retried once after a transport failure (the latch key
-  // makes the retry harmless).
+  // makes the retry harmless). A hold past its estimated end is left to expire on the
+  // server (false, nothing sent).
   bool release(spi::HeldLock& lock) override;
   // One pipelined round trip: one lua/extend.lua call per chunk of up to 100 locks.
   void extend_many(std::span<spi::HeldLock* const> locks, std::chrono::milliseconds lease,

@@ -217,3 +217,24 @@ TEST_F(RedisProviderTest, AWaiterThatGivesUpLeavesNothingBehind) {
 
 }  // namespace
 }  // namespace dlock::redis::test
+
+namespace dlock::redis::test {
+namespace {
+
+TEST_F(RedisProviderTest, AHolderThatVanishesFreesTheLockWhenItsLeaseEnds) {
+  auto a = open("lease=1s");
+  auto b = open("lease=1s");
+  auto held = a->try_lock("crash", Wait::try_once(), AcquireOptions{.lease = std::chrono::milliseconds(600)});
+  ASSERT_TRUE(held);
+  // The holder "dies": its lease is never released.
+  [[maybe_unused]] auto* leaked = new Lease(std::move(*held));
+  const auto start = Clock::now();
+  auto l = b->try_lock("crash", Wait::for_duration(3s));
+  const auto took = std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - start);
+  ASSERT_TRUE(l);
+  EXPECT_GE(took, 500ms);
+  EXPECT_LT(took, 750ms) << "the waiter did not try again when the dead holder's lease ended";
+}
+
+}  // namespace
+}  // namespace dlock::redis::test

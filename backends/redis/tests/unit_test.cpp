@@ -61,6 +61,10 @@ TEST(RedisOptions, EveryParameter) {
   EXPECT_EQ(o.pool, 4u);
   EXPECT_EQ(o.lease, milliseconds(10000));
   EXPECT_EQ(o.fair_heartbeat, milliseconds(1500));
+  EXPECT_EQ(parse("redis://h?lease=2s").fair_heartbeat, milliseconds(1000));  // at most lease/2
+  EXPECT_EQ(parse("redis://h?restart_grace=0").restart_grace, milliseconds(0));
+  EXPECT_EQ(parse("redis://h?restart_grace=5s").restart_grace, milliseconds(5000));
+  EXPECT_FALSE(parse("redis://h").restart_grace);  // the lease
 }
 
 TEST(RedisOptions, PasswordOnlyAndIpv6) {
@@ -102,6 +106,7 @@ TEST(RedisOptions, BadInputIsInvalidArgument) {
            "redis+unix://",                  // no socket path
            "redis+unix://host/tmp/s.sock",   // a host for a unix socket
            "redis://h?lease=10ms",           // too short to renew
+           "redis://h?restart_grace=soon",   // not a duration
        }) {
     EXPECT_EQ(code_of(bad), ErrorCode::invalid_argument) << bad;
   }
