@@ -35,8 +35,10 @@ struct HoldState {
   std::atomic<bool> ended{false};
   // The watchdog's plan for this lock, guarded by the Scheduler's mutex.
   std::optional<std::chrono::milliseconds> renew_lease;  // set: renewed every third of it
+  std::chrono::milliseconds lease_length{0};  // the lease last set: sizes the loss margin
   Clock::time_point next_renew = Clock::time_point::max();
   Clock::time_point max_hold_deadline = Clock::time_point::max();
+  bool renewing = false;  // a renewal of it is in flight on the worker thread
 };
 
 class Hold {

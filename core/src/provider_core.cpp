@@ -107,7 +107,7 @@ std::optional<Lease> ProviderCore::try_acquire(std::string_view name, LockMode m
   if (!options.lease) renew = lease;
   Clock::time_point max_hold =
       options.max_hold ? granted + *options.max_hold : Clock::time_point::max();
-  scheduler_.watch(st, renew, max_hold);
+  scheduler_.watch(st, renew, lease, max_hold);
   return Lease(std::make_unique<Hold>(st, mode));
 }
 
@@ -170,11 +170,11 @@ void ProviderCore::extend(Hold& hold, milliseconds lease) {
   backend_->extend_many(locks, lease, status);
   switch (status[0]) {
     case spi::RenewStatus::renewed:
-      scheduler_.stop_renewing(st);
+      scheduler_.stop_renewing(st, lease);
       if (caps_.liveness == Liveness::session) st.lock->set_expires_at(sent + lease);
       return;
     case spi::RenewStatus::not_held:
-      end(st);
+      if (give_up(st)) release_given_up(st);
       throw Error(ErrorCode::not_held, "lease of '" + st.lock->name() + "' is no longer held");
     case spi::RenewStatus::failed:
       break;
@@ -183,20 +183,22 @@ void ProviderCore::extend(Hold& hold, milliseconds lease) {
                                           "': the backend did not answer");
 }
 
-void ProviderCore::end(HoldState& state) noexcept {
+bool ProviderCore::give_up(HoldState& state) noexcept {
   {
     std::lock_guard lock(mu_);
-    if (state.ended) return;
+    if (state.ended) return false;
     state.ended = true;
   }
   state.lock->mark_lost();
+  return true;
+}
+
+void ProviderCore::release_given_up(HoldState& state) noexcept {
   try {
     backend_->release(*state.lock);  // owner-checked: never touches another holder
   } catch (...) {
     // The lease expires or the session ends on its own.
   }
 }
-
-void end_hold(HoldState& state) noexcept { state.core->end(state); }
 
 }  // namespace dlock::detail

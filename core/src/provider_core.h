@@ -29,8 +29,12 @@ class ProviderCore : public std::enable_shared_from_this<ProviderCore> {
   // Lease::release / Lease::extend / ~Lease.
   bool release(Hold& hold);
   void extend(Hold& hold, std::chrono::milliseconds lease);
-  // The scheduler gives up on a hold: ends it so that no Lease of it releases again.
-  void end(HoldState& state) noexcept;
+  // Gives up on a hold: marks it ended (no Lease of it releases again) and fires its lost
+  // signal. Never blocks on the backend. Returns false if it had already ended.
+  bool give_up(HoldState& state) noexcept;
+  // Releases a given-up hold on the backend, owner-checked, ignoring failures (the lease
+  // expires or the session ends anyway). May block for a round trip.
+  void release_given_up(HoldState& state) noexcept;
 
  private:
   using Key = std::pair<std::string, std::string>;  // (name, owner)

@@ -1,9 +1,14 @@
 #include "scheduler.h"
 
-#include <algorithm>
-#include <map>
-
 #include <unistd.h>
+
+#include <algorithm>
+#include <condition_variable>
+#include <deque>
+#include <functional>
+#include <map>
+#include <mutex>
+#include <vector>
 
 #include "provider_core.h"
 
@@ -14,14 +19,20 @@ using std::chrono::milliseconds;
 struct Scheduler::Shared {
   std::shared_ptr<spi::Backend> backend;
   std::mutex mu;
-  std::condition_variable cv;
-  bool stop = false;                                // guarded by mu
-  std::vector<std::weak_ptr<HoldState>> entries;    // guarded by mu
-  // When the sleeping thread wakes next; time_point::min() while it is awake (it re-plans
-  // under mu before sleeping, so it sees every entry added meanwhile). Guarded by mu.
+  std::condition_variable timekeeper_cv;
+  std::condition_variable worker_cv;
+  bool stop = false;                              // guarded by mu
+  std::vector<std::weak_ptr<HoldState>> entries;  // guarded by mu
+  std::size_t compacted_size = 0;                 // entries after the last compaction
+  std::deque<std::function<void()>> jobs;         // for the worker; guarded by mu
+  // When the sleeping timekeeper wakes next; time_point::min() while it is awake (it
+  // re-plans under mu before sleeping, so it sees every entry added meanwhile).
   Clock::time_point sleeping_until = Clock::time_point::min();
-  std::size_t compacted_size = 0;  // entries after the last compaction; guarded by mu
 };
+
+milliseconds loss_margin(milliseconds lease) {
+  return std::min(std::max(lease / 20, milliseconds(5)), lease / 4);
+}
 
 namespace {
 
@@ -31,13 +42,19 @@ milliseconds retry_delay(milliseconds lease) {
   return std::clamp(lease / 10, milliseconds(10), milliseconds(1000));
 }
 
+Clock::time_point loss_deadline(const HoldState& st) {
+  Clock::time_point expiry = st.lock->expires_at();
+  if (expiry == Clock::time_point::max()) return expiry;
+  return expiry - loss_margin(st.lease_length);
+}
+
 struct Tick {
   std::vector<std::shared_ptr<HoldState>> to_end;
   std::map<milliseconds, std::vector<std::shared_ptr<HoldState>>> due;  // by lease length
   Clock::time_point next_wake = Clock::time_point::max();
 };
 
-// Under shared.mu: drops dead entries, sorts the rest into what is due now.
+// Under shared.mu: drops finished entries and sorts the rest into what is due now.
 Tick plan_tick(Scheduler::Shared& shared, Clock::time_point now) {
   Tick t;
   auto& entries = shared.entries;
@@ -49,61 +66,103 @@ Tick plan_tick(Scheduler::Shared& shared, Clock::time_point now) {
       continue;
     }
     ++i;
-    Clock::time_point expiry = st->lock->expires_at();
-    if (now >= st->max_hold_deadline || now >= expiry) {
+    Clock::time_point end = std::min(st->max_hold_deadline, loss_deadline(*st));
+    if (now >= end) {
       t.to_end.push_back(std::move(st));
       continue;
     }
-    Clock::time_point wake = std::min(st->max_hold_deadline, expiry);
-    if (st->renew_lease) {
+    Clock::time_point wake = end;
+    if (st->renew_lease && !st->renewing) {
       if (st->next_renew <= now + batch_slack(*st->renew_lease)) {
+        st->renewing = true;
         t.due[*st->renew_lease].push_back(st);
-        continue;  // rescheduled after the renewal
+      } else {
+        wake = std::min(wake, st->next_renew);
       }
-      wake = std::min(wake, st->next_renew);
     }
     t.next_wake = std::min(t.next_wake, wake);
   }
   return t;
 }
 
-void renew(Scheduler::Shared& shared, milliseconds lease, std::vector<std::shared_ptr<HoldState>>& group,
-           std::vector<std::shared_ptr<HoldState>>& to_end) {
+// On the worker: one extend_many for `group`, then the outcome of each.
+void renew(Scheduler::Shared& shared, milliseconds lease, std::vector<std::shared_ptr<HoldState>> group) {
   std::vector<spi::HeldLock*> locks;
   for (auto& st : group) locks.push_back(st->lock.get());
   std::vector<spi::RenewStatus> out(locks.size(), spi::RenewStatus::failed);
   Clock::time_point sent = Clock::now();
   shared.backend->extend_many(locks, lease, out);
-  std::lock_guard lock(shared.mu);
-  for (std::size_t i = 0; i < group.size(); ++i) {
-    auto& st = group[i];
-    switch (out[i]) {
-      case spi::RenewStatus::renewed: st->next_renew = sent + lease / 3; break;
-      case spi::RenewStatus::not_held:
-        st->next_renew = Clock::time_point::max();  // ended below: never renewed again
-        to_end.push_back(st);
-        break;
-      case spi::RenewStatus::failed: st->next_renew = Clock::now() + retry_delay(lease); break;
+  std::vector<std::shared_ptr<HoldState>> lost;
+  {
+    std::lock_guard lock(shared.mu);
+    for (std::size_t i = 0; i < group.size(); ++i) {
+      auto& st = group[i];
+      st->renewing = false;
+      switch (out[i]) {
+        case spi::RenewStatus::renewed: st->next_renew = sent + lease / 3; break;
+        case spi::RenewStatus::not_held:
+          st->next_renew = Clock::time_point::max();
+          lost.push_back(st);
+          break;
+        case spi::RenewStatus::failed: st->next_renew = Clock::now() + retry_delay(lease); break;
+      }
     }
+  }
+  shared.timekeeper_cv.notify_all();
+  for (auto& st : lost) {
+    if (st->core->give_up(*st)) st->core->release_given_up(*st);
   }
 }
 
-void run(std::shared_ptr<Scheduler::Shared> shared) {
+void run_timekeeper(std::shared_ptr<Scheduler::Shared> shared) {
   std::unique_lock lock(shared->mu);
   while (!shared->stop) {
     Tick t = plan_tick(*shared, Clock::now());
-    lock.unlock();
-    for (auto& [lease, group] : t.due) renew(*shared, lease, group, t.to_end);
-    for (auto& st : t.to_end) end_hold(*st);
-    bool renewed = !t.due.empty();
-    t = Tick{};  // drop our references before sleeping
-    lock.lock();
-    if (renewed) continue;  // recompute the next wake-up with the new schedule
-    Clock::time_point wake = plan_tick(*shared, Clock::now()).next_wake;
+    for (auto& [lease, group] : t.due) {
+      shared->jobs.push_back([s = shared.get(), lease = lease, g = std::move(group)]() mutable {
+        renew(*s, lease, std::move(g));
+      });
+    }
+    if (!t.to_end.empty() || !t.due.empty()) {
+      lock.unlock();
+      // The lost signal fires here, on time; the release waits for the worker.
+      std::vector<std::function<void()>> releases;
+      for (auto& st : t.to_end) {
+        if (st->core->give_up(*st)) releases.emplace_back([st] { st->core->release_given_up(*st); });
+      }
+      t = Tick{};  // drop our references outside the lock
+      lock.lock();
+      shared->jobs.insert(shared->jobs.end(), std::make_move_iterator(releases.begin()),
+                          std::make_move_iterator(releases.end()));
+      shared->worker_cv.notify_one();
+      continue;  // re-plan; `releases` holds only moved-from (empty) functions now
+    }
     if (shared->stop) break;
-    shared->sleeping_until = wake;
-    shared->cv.wait_until(lock, wake);
+    shared->sleeping_until = t.next_wake;
+    shared->timekeeper_cv.wait_until(lock, t.next_wake);
     shared->sleeping_until = Clock::time_point::min();
+  }
+}
+
+void run_worker(std::shared_ptr<Scheduler::Shared> shared) {
+  std::unique_lock lock(shared->mu);
+  while (true) {
+    shared->worker_cv.wait(lock, [&] { return shared->stop || !shared->jobs.empty(); });
+    if (shared->stop) break;
+    auto job = std::move(shared->jobs.front());
+    shared->jobs.pop_front();
+    lock.unlock();
+    job();
+    job = nullptr;  // may drop the last reference to a hold (and its provider) here
+    lock.lock();
+  }
+}
+
+void stop_thread(std::thread& t) {
+  if (t.get_id() == std::this_thread::get_id()) {
+    t.detach();
+  } else {
+    t.join();
   }
 }
 
@@ -112,34 +171,35 @@ void run(std::shared_ptr<Scheduler::Shared> shared) {
 Scheduler::Scheduler(std::shared_ptr<spi::Backend> backend)
     : shared_(std::make_shared<Shared>()), owner_pid_(::getpid()) {
   shared_->backend = std::move(backend);
-  thread_ = std::make_unique<std::thread>(run, shared_);
+  timekeeper_ = std::make_unique<std::thread>(run_timekeeper, shared_);
+  worker_ = std::make_unique<std::thread>(run_worker, shared_);
 }
 
 Scheduler::~Scheduler() {
   if (::getpid() != owner_pid_) {
-    // A forked child: no thread to join or detach, and a mutex that may stay locked forever.
-    static_cast<void>(thread_.release());
+    // A forked child: no threads to join or detach, and a mutex that may stay locked forever.
+    static_cast<void>(timekeeper_.release());
+    static_cast<void>(worker_.release());
     static_cast<void>(new std::shared_ptr<Shared>(std::move(shared_)));
     return;
   }
   {
     std::lock_guard lock(shared_->mu);
-    shared_->stop = true;
+    shared_->stop = true;  // no job can be pending: each would keep this provider alive
   }
-  shared_->cv.notify_all();
-  if (thread_->get_id() == std::this_thread::get_id()) {
-    thread_->detach();
-  } else {
-    thread_->join();
-  }
+  shared_->timekeeper_cv.notify_all();
+  shared_->worker_cv.notify_all();
+  stop_thread(*timekeeper_);
+  stop_thread(*worker_);
 }
 
 void Scheduler::watch(const std::shared_ptr<HoldState>& state, std::optional<milliseconds> renew_lease,
-                      Clock::time_point max_hold_deadline) {
+                      milliseconds lease, Clock::time_point max_hold_deadline) {
   bool sooner;
   {
     std::lock_guard lock(shared_->mu);
     state->renew_lease = renew_lease;
+    state->lease_length = lease;
     state->next_renew = renew_lease ? Clock::now() + *renew_lease / 3 : Clock::time_point::max();
     state->max_hold_deadline = max_hold_deadline;
     auto& entries = shared_->entries;
@@ -150,20 +210,22 @@ void Scheduler::watch(const std::shared_ptr<HoldState>& state, std::optional<mil
       shared_->compacted_size = entries.size();
     }
     entries.push_back(state);
-    Clock::time_point first =
-        std::min({state->next_renew, max_hold_deadline, state->lock->expires_at()});
+    Clock::time_point first = std::min({state->next_renew, max_hold_deadline, loss_deadline(*state)});
     sooner = first < shared_->sleeping_until;
   }
-  // Only a hold due before the planned wake-up needs the thread now: most acquires don't
-  // cost a context switch.
-  if (sooner) shared_->cv.notify_all();
+  // Only a hold due before the planned wake-up needs the timekeeper now: most acquires
+  // don't cost a context switch.
+  if (sooner) shared_->timekeeper_cv.notify_all();
 }
 
-void Scheduler::stop_renewing(HoldState& state) {
-  // Only makes work later: the thread needs no wake-up.
-  std::lock_guard lock(shared_->mu);
-  state.renew_lease.reset();
-  state.next_renew = Clock::time_point::max();
+void Scheduler::stop_renewing(HoldState& state, milliseconds lease) {
+  {
+    std::lock_guard lock(shared_->mu);
+    state.renew_lease.reset();
+    state.lease_length = lease;
+    state.next_renew = Clock::time_point::max();
+  }
+  shared_->timekeeper_cv.notify_all();  // the loss deadline moved
 }
 
 }  // namespace dlock::detail

@@ -53,7 +53,20 @@ std::uint16_t parse_port(const std::string& port, std::string_view text) {
   return static_cast<std::uint16_t>(p);
 }
 
+// The port of "host:port" or "[v6]:port", if any, must be digits.
+void check_port_text(std::string_view host, std::string_view text) {
+  std::size_t colon = host.rfind(':');
+  if (colon == std::string_view::npos) return;
+  if (host.front() == '[' && host.rfind(']') > colon) return;  // a colon inside [v6]
+  if (host.front() != '[' && host.find(':') != colon) return;  // bare IPv6: uriparser's call
+  std::string port(host.substr(colon + 1));
+  if (!port.empty() && !std::all_of(port.begin(), port.end(), ::isdigit)) {
+    bad(text, "bad port '" + port + "' (want 1..65535)");
+  }
+}
+
 HostPort parse_host(std::string_view host, std::string_view text) {
+  check_port_text(host, text);
   if (host.empty()) bad(text, "empty host in the host list");
   std::string probe = "x://" + std::string(host);
   ParsedUri p;
@@ -112,6 +125,7 @@ Uri Uri::parse(std::string_view text) {
     if (host_list.empty()) bad(text, "empty host in the host list");
     s = s.substr(0, hosts_begin) + host_list + s.substr(auth_end);
   }
+  check_port_text(host_list, text);  // before uriparser, whose error would not say "port"
 
   ParsedUri p;
   const char* err = nullptr;

@@ -56,6 +56,12 @@ TEST(Uri, MalformedInputIsInvalidArgumentNamingTheProblem) {
   EXPECT_NE(msg.find("bad port"), std::string::npos) << msg;
   EXPECT_EQ(code_of("redis://h:65536", &msg), ErrorCode::invalid_argument);
   EXPECT_EQ(code_of("redis://h:6x79", &msg), ErrorCode::invalid_argument);
+  EXPECT_NE(msg.find("bad port '6x79'"), std::string::npos) << msg;
+  EXPECT_EQ(code_of("redis://127.0.0.1:0x10/0", &msg), ErrorCode::invalid_argument);
+  EXPECT_NE(msg.find("bad port '0x10'"), std::string::npos) << msg;
+  EXPECT_EQ(code_of("zk://h1:1,h2:z/x", &msg), ErrorCode::invalid_argument);
+  EXPECT_NE(msg.find("bad port 'z'"), std::string::npos) << msg;
+  EXPECT_EQ(Uri::parse("redis://[::1]:6379").hosts[0].port, 6379);
   EXPECT_EQ(code_of("zk://h1:1,,h2:2/x", &msg), ErrorCode::invalid_argument);
   EXPECT_NE(msg.find("empty host"), std::string::npos) << msg;
   EXPECT_EQ(code_of("redis://h/?a=1&a=2", &msg), ErrorCode::invalid_argument);

@@ -49,6 +49,7 @@ class RecordingBackend final : public spi::Backend {
   bool release(spi::HeldLock&) override { return true; }
   void extend_many(std::span<spi::HeldLock* const> locks, milliseconds lease,
                    std::span<spi::RenewStatus> out) noexcept override {
+    std::this_thread::sleep_for(renew_delay.load());
     std::lock_guard lock(mu);
     calls.push_back({Clock::now(), locks.size()});
     for (std::size_t i = 0; i < locks.size(); ++i) {
@@ -60,6 +61,7 @@ class RecordingBackend final : public spi::Backend {
   std::mutex mu;
   std::vector<std::pair<Clock::time_point, std::size_t>> calls;  // guarded by mu
   std::atomic<spi::RenewStatus> outcome{spi::RenewStatus::renewed};
+  std::atomic<milliseconds> renew_delay{milliseconds(0)};  // a stalled network
 
  private:
   Capabilities caps_;
@@ -128,7 +130,8 @@ TEST(Watchdog, ExplicitLeaseIsNotRenewedAndFiresLostAtExpiry) {
   auto took = until_true([&] { return l->lost_token().stop_requested(); }, 2s);
   EXPECT_GE(took, 150ms);
   EXPECT_LE(took, 400ms);
-  EXPECT_TRUE(b->try_lock("x"));
+  // The holder is told a margin before the lease ends; then the core releases it.
+  EXPECT_TRUE(b->try_lock("x", Wait::for_duration(100ms)));
   EXPECT_FALSE(l->release());
 }
 
@@ -244,6 +247,29 @@ TEST(Watchdog, ClientEnforcedLeaseAndMaxHoldCountFromTheGrant) {
   EXPECT_GE(l->expires_at() - Clock::now(), 150ms);
   std::this_thread::sleep_for(100ms);
   EXPECT_TRUE(l->held()) << "a lease of 200 ms ended 100 ms after the grant";
+}
+
+}  // namespace
+}  // namespace dlock
+
+namespace dlock {
+namespace {
+
+// A renewal stuck on a stalled network must not delay the lost signal: it fires a margin
+// before the lease could have run out on the server.
+TEST(Watchdog, StalledRenewalStillFiresLostBeforeTheLeaseEnds) {
+  auto backend = std::make_shared<RecordingBackend>(300ms);
+  backend->renew_delay = 2s;
+  auto provider = spi::make_provider(backend, "recording://");
+  auto acquired = Clock::now();
+  auto l = provider->try_lock("x");
+  ASSERT_TRUE(l);
+  auto expiry = l->expires_at();
+  until_true([&] { return l->lost_token().stop_requested(); }, 3s);
+  auto told = Clock::now();
+  EXPECT_TRUE(l->lost_token().stop_requested());
+  EXPECT_LT(told, expiry) << "told after the lease ran out";
+  EXPECT_GE(told - acquired, 250ms);
 }
 
 }  // namespace
