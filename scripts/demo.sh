@@ -28,7 +28,7 @@ echo "== configuring ($build, Release)"
 # Tests and benchmarks are not needed to run the demo (scripts/test-all.sh builds them).
 log=$(mktemp /tmp/dlock-demo-configure.XXXXXX.log)
 # Release at -O2, as scripts/test-all.sh builds (so the two share build/): GCC 12 at -O3
-# reports a bogus -Wrestrict inside std::string (GCC bug 105329), fatal under -Werror.
+# reports a bogus -Wrestrict inside std::string (a known GCC 12 false positive), fatal under -Werror.
 cmake -S . -B "$build" -G "Unix Makefiles" -DCMAKE_BUILD_TYPE=Release -DCMAKE_CXX_FLAGS_RELEASE="-O2 -DNDEBUG" \
   -DBUILD_TESTING=OFF -DDLOCK_BUILD_BENCH=OFF -DDLOCK_BUILD_CLI=ON -DDLOCK_BUILD_EXAMPLES=ON \
   >"$log" 2>&1 || { cat "$log" >&2; rm -f "$log"; exit 1; }

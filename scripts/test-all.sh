@@ -102,7 +102,7 @@ configure() {  # BUILD_DIR BUILD_TYPE CMAKE_ARGS...
 }
 
 # Release at -O2, as scripts/demo.sh builds (so the two share build/): GCC 12 at -O3 reports
-# a bogus -Wrestrict inside std::string (GCC bug 105329), fatal under -Werror.
+# a bogus -Wrestrict inside std::string (a known GCC 12 false positive), fatal under -Werror.
 # The build keeps going past a failing target (make -k) so one run shows every error, and
 # the tests that did build still run.
 configured=0
