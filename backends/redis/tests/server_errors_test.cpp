@@ -195,6 +195,58 @@ TEST_F(RedisServerErrorsTest, SubscriberReconnectsAndWakesWaiters) {
   EXPECT_TRUE(cv.wait_for(lock, 2s, [&] { return wakes > 0; })) << "no wake-up after reconnecting";
 }
 
+TEST_F(RedisServerErrorsTest, AHandedOverLockIsPickedUpWithoutARoundTrip) {
+  auto b = backend(server_->uri());
+  auto h = grant(*b, "ho", "c:h");
+  ASSERT_TRUE(h);
+  auto w = req("ho", "c:w");
+  w.will_wait = true;
+  EXPECT_TRUE(std::holds_alternative<spi::Busy>(b->try_acquire(w)));  // queues
+  std::mutex mu;
+  std::condition_variable cv;
+  bool woken = false;
+  auto reg = b->prepare_wait(w, [&] {
+    std::lock_guard lock(mu);
+    woken = true;
+    cv.notify_all();
+  });
+  EXPECT_TRUE(std::holds_alternative<spi::Busy>(b->try_acquire(w)));
+  EXPECT_TRUE(b->release(*h));  // hands the lock to w
+  {
+    std::unique_lock lock(mu);
+    ASSERT_TRUE(cv.wait_for(lock, 2s, [&] { return woken; }));
+  }
+  const long long before = evalsha_calls();
+  auto a = b->try_acquire(w);
+  EXPECT_EQ(evalsha_calls(), before) << "the pick-up went to the server";
+  auto* held = std::get_if<HeldPtr>(&a);
+  ASSERT_TRUE(held && *held);
+  EXPECT_EQ(raw_->string({"GET", "dlock:{ho}:t"}), std::to_string((*held)->fencing_token()));
+  EXPECT_EQ(raw_->string({"HGET", "dlock:{ho}", "c:w"}), "1");
+  EXPECT_GT((*held)->expires_at(), std::chrono::steady_clock::now() + 9s);
+  EXPECT_TRUE(b->release(**held));
+}
+
+TEST_F(RedisServerErrorsTest, AfterARestartNothingIsGrantedDuringTheGraceAndTokensKeepIncreasing) {
+  auto b = backend(server_->uri() + "?restart_grace=700ms");
+  auto before = grant(*b, "rs", "c:a");
+  ASSERT_TRUE(before);
+  ASSERT_TRUE(server_->restart());  // no persistence: the lock and its counter are gone
+  raw_ = std::make_unique<Raw>(server_->uri());
+  const auto start = std::chrono::steady_clock::now();
+  auto a = b->try_acquire(req("rs", "c:b"));
+  ASSERT_TRUE(std::holds_alternative<spi::Busy>(a)) << "granted while the old holder may not know";
+  auto after = std::get<spi::Busy>(a).retry_after;
+  ASSERT_TRUE(after);
+  EXPECT_LE(*after, 700ms);
+  std::this_thread::sleep_for(*after - (std::chrono::steady_clock::now() - start) + 10ms);
+  auto g = grant(*b, "rs", "c:b");
+  ASSERT_TRUE(g);
+  EXPECT_GT(g->fencing_token(), before->fencing_token()) << "the token went back after the restart";
+  // A provider that never saw the old server has nothing to wait for.
+  EXPECT_TRUE(grant(*backend(server_->uri()), "rs2", "c:c"));
+}
+
 TEST_F(RedisServerErrorsTest, RenewalIsOneRoundTripPerHundredLocks) {
   auto b = backend(server_->uri());
   constexpr int kLocks = 1000;

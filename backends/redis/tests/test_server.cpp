@@ -61,6 +61,24 @@ PrivateServer::PrivateServer() {
   if (::mkdtemp(tmpl) == nullptr) return;
   dir_ = tmpl;
   socket_ = dir_ + "/redis.sock";
+  start();
+}
+
+bool PrivateServer::restart() {
+  stop();
+  start();
+  return running();
+}
+
+void PrivateServer::stop() {
+  if (pid_ > 0) {
+    ::kill(pid_, SIGTERM);
+    ::waitpid(pid_, nullptr, 0);
+    pid_ = -1;
+  }
+}
+
+void PrivateServer::start() {
   const std::string log = dir_ + "/redis.log";
   std::vector<std::string> argv = {"redis-server", "--port", "0", "--unixsocket", socket_,
                                    "--unixsocketperm", "700", "--save", "", "--appendonly", "no",
@@ -92,10 +110,7 @@ PrivateServer::PrivateServer() {
 }
 
 PrivateServer::~PrivateServer() {
-  if (pid_ > 0) {
-    ::kill(pid_, SIGTERM);
-    ::waitpid(pid_, nullptr, 0);
-  }
+  stop();
   if (!dir_.empty()) {
     std::error_code ec;
     std::filesystem::remove_all(dir_, ec);

@@ -46,11 +46,16 @@ class PrivateServer {
   PrivateServer(const PrivateServer&) = delete;
   PrivateServer& operator=(const PrivateServer&) = delete;
   bool running() const { return pid_ > 0; }
+  // Stops the server (its data is lost: no persistence) and starts it again on the same
+  // socket. Returns whether it answers again.
+  bool restart();
   const std::string& socket() const { return socket_; }
   // redis+unix:///…/redis.sock
   std::string uri() const { return "redis+unix://" + socket_; }
 
  private:
+  void start();
+  void stop();
   std::string dir_;
   std::string socket_;
   pid_t pid_ = -1;
