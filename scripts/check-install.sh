@@ -33,6 +33,13 @@ run_logged() {  # LOG CMD...: run quietly, print the log if it fails
 step "installing $build into $prefix"
 run_logged "$work/install.log" cmake --install "$build" --prefix "$prefix"
 
+# The package must not point back into the build or source tree (it would work here only).
+if leaks=$(grep -rlF -e "$build" -e "$repo" "$prefix/lib" "$prefix/share" --include='*.cmake' --include='*.pc' 2>/dev/null); then
+  echo "check-install: FAILED: installed package files name the build/source tree:" >&2
+  echo "$leaks" >&2
+  exit 1
+fi
+
 step "consumer via find_package(dlock)"
 run_logged "$work/cmake-configure.log" cmake -S "$repo/tests/consumer" -B "$work/cmake-build" \
   -G "Unix Makefiles" -DCMAKE_PREFIX_PATH="$prefix" -DCMAKE_BUILD_TYPE=Release
