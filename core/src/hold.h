@@ -39,6 +39,8 @@ struct HoldState {
   Clock::time_point next_renew = Clock::time_point::max();
   Clock::time_point max_hold_deadline = Clock::time_point::max();
   bool renewing = false;  // a renewal of it is in flight on the worker thread
+  // A given-up session lock whose client-enforced lease still runs: released at this time.
+  Clock::time_point release_at = Clock::time_point::max();
 };
 
 class Hold {

@@ -49,7 +49,9 @@ Clock::time_point loss_deadline(const HoldState& st) {
 }
 
 struct Tick {
-  std::vector<std::shared_ptr<HoldState>> to_end;
+  std::vector<std::shared_ptr<HoldState>> to_end;      // give up and release now
+  std::vector<std::shared_ptr<HoldState>> to_signal;   // lease about to end: give up only
+  std::vector<std::shared_ptr<HoldState>> to_release;  // given up earlier, release now
   std::map<milliseconds, std::vector<std::shared_ptr<HoldState>>> due;  // by lease length
   Clock::time_point next_wake = Clock::time_point::max();
 };
@@ -60,18 +62,36 @@ Tick plan_tick(Scheduler::Shared& shared, Clock::time_point now) {
   auto& entries = shared.entries;
   for (std::size_t i = 0; i < entries.size();) {
     auto st = entries[i].lock();
-    if (!st || st->ended || st->lock->lost()) {
+    bool pending_release = st && st->release_at != Clock::time_point::max();
+    if (!st || ((st->ended || st->lock->lost()) && !pending_release)) {
       entries[i] = std::move(entries.back());
       entries.pop_back();
       continue;
     }
     ++i;
-    Clock::time_point end = std::min(st->max_hold_deadline, loss_deadline(*st));
-    if (now >= end) {
+    if (pending_release) {
+      if (now >= st->release_at) {
+        st->release_at = Clock::time_point::max();
+        t.to_release.push_back(std::move(st));
+      } else {
+        t.next_wake = std::min(t.next_wake, st->release_at);
+      }
+      continue;
+    }
+    if (now >= st->max_hold_deadline) {
       t.to_end.push_back(std::move(st));
       continue;
     }
-    Clock::time_point wake = end;
+    if (now >= loss_deadline(*st)) {
+      // Told a margin early; the lock itself lasts its lease: the server expires a lease,
+      // the client releases a session lock when its lease ends.
+      if (shared.backend->capabilities().liveness == Liveness::session) {
+        st->release_at = st->lock->expires_at();
+      }
+      t.to_signal.push_back(std::move(st));
+      continue;
+    }
+    Clock::time_point wake = std::min(st->max_hold_deadline, loss_deadline(*st));
     if (st->renew_lease && !st->renewing) {
       if (st->next_renew <= now + batch_slack(*st->renew_lease)) {
         st->renewing = true;
@@ -123,13 +143,18 @@ void run_timekeeper(std::shared_ptr<Scheduler::Shared> shared) {
         renew(*s, lease, std::move(g));
       });
     }
-    if (!t.to_end.empty() || !t.due.empty()) {
+    if (!t.to_end.empty() || !t.to_signal.empty() || !t.to_release.empty() || !t.due.empty()) {
       lock.unlock();
-      // The lost signal fires here, on time; the release waits for the worker.
+      // Lost signals fire here, on time; releases wait for the worker.
       std::vector<std::function<void()>> releases;
+      auto release_later = [&](const std::shared_ptr<HoldState>& st) {
+        releases.emplace_back([st] { st->core->release_given_up(*st); });
+      };
       for (auto& st : t.to_end) {
-        if (st->core->give_up(*st)) releases.emplace_back([st] { st->core->release_given_up(*st); });
+        if (st->core->give_up(*st)) release_later(st);
       }
+      for (auto& st : t.to_signal) st->core->give_up(*st);
+      for (auto& st : t.to_release) release_later(st);
       t = Tick{};  // drop our references outside the lock
       lock.lock();
       shared->jobs.insert(shared->jobs.end(), std::make_move_iterator(releases.begin()),

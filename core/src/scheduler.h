@@ -32,8 +32,10 @@ class Scheduler {
   Scheduler& operator=(const Scheduler&) = delete;
 
   // Watches `state`, whose lease is `lease` long: renews it every renew_lease/3 when
-  // renew_lease is set; at max_hold_deadline, or loss_margin(lease) before its
-  // expires_at(), gives it up (lost signal, then an owner-checked release).
+  // renew_lease is set. At max_hold_deadline it gives it up (lost signal, then an
+  // owner-checked release). loss_margin(lease) before its expires_at() it fires the lost
+  // signal; the lock itself lasts its lease (the server expires a lease-based lock; a
+  // session lock is released at expires_at()).
   void watch(const std::shared_ptr<HoldState>& state, std::optional<std::chrono::milliseconds> renew_lease,
              std::chrono::milliseconds lease, Clock::time_point max_hold_deadline);
   // Stops renewing `state`, whose lease is now `lease` long (after Lease::extend).
