@@ -7,6 +7,7 @@ namespace dlock::redis {
 using Clock = std::chrono::steady_clock;
 
 void ConnectionPool::note_server(const Connection& c) {
+  if (c.run_id.empty()) return;  // unknown (INFO denied): no restart detection
   if (!run_id_.empty() && c.run_id != run_id_) {
     // The server restarted: if it kept no data, holds it granted before are forgotten while
     // their holders still believe in them. Grant nothing until they ran out or were told.

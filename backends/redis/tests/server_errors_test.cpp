@@ -86,6 +86,10 @@ TEST_F(RedisServerErrorsTest, AclUserAuthentication) {
   EXPECT_EQ(message.find("bad-pw"), std::string::npos) << "password leaked: " << message;
   auto p = dlock::open("redis+unix://locker:locker-pw@" + path);
   EXPECT_TRUE(p->try_lock("a"));
+  // A user the ACL denies INFO still works (without restart detection).
+  raw_->cmd({"ACL", "SETUSER", "noinfo", "on", ">ni-pw", "~*", "&*", "+@all", "-info"});
+  auto q = dlock::open("redis+unix://noinfo:ni-pw@" + path);
+  EXPECT_TRUE(q->try_lock("b"));
   // A user that may not run scripts: a clear permission error, not a crash.
   raw_->cmd({"ACL", "SETUSER", "noscripts", "on", ">ns-pw", "~*", "&*", "+@all", "-@scripting"});
   std::tie(code, message) = open_error("redis+unix://noscripts:ns-pw@" + path);
