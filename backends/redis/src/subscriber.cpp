@@ -62,17 +62,23 @@ class Subscriber::Registration : public spi::WaitRegistration {
   Polls polls_;
 };
 
-Subscriber::Subscriber(RedisOptions options) : options_(std::move(options)) {
+Subscriber::Subscriber(RedisOptions options) : options_(std::move(options)), owner_pid_(::getpid()) {
   event_fd_ = ::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
 }
 
 Subscriber::~Subscriber() {
+  if (::getpid() != owner_pid_) {
+    // A forked child: the thread was not copied and the mutex may be held forever. Leak.
+    static_cast<void>(thread_.release());
+    static_cast<void>(conn_.release());
+    return;
+  }
   {
     std::lock_guard lock(mu_);
     stop_ = true;
   }
   signal();
-  if (thread_.joinable()) thread_.join();
+  if (thread_ && thread_->joinable()) thread_->join();
   if (event_fd_ >= 0) ::close(event_fd_);
 }
 
@@ -100,7 +106,7 @@ std::unique_ptr<spi::WaitRegistration> Subscriber::add(const std::string& channe
   std::unique_lock lock(mu_);
   if (!started_ && event_fd_ >= 0) {
     started_ = true;
-    thread_ = std::thread([this] { run(); });
+    thread_ = std::make_unique<std::thread>([this] { run(); });
   }
   auto& ch = channels_[channel];
   if (!ch) ch = std::make_shared<Channel>(channel);

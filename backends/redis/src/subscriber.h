@@ -2,6 +2,8 @@
 // ref-counted subscription per lock channel shared by every local waiter of that lock.
 #pragma once
 
+#include <sys/types.h>
+
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
@@ -96,7 +98,8 @@ class Subscriber : public std::enable_shared_from_this<Subscriber> {
   bool started_ = false;
   bool had_connection_ = false;  // guarded by mu_
   int event_fd_ = -1;
-  std::thread thread_;
+  std::unique_ptr<std::thread> thread_;
+  const pid_t owner_pid_;  // a forked child has no thread to stop
   std::unique_ptr<Connection> conn_;  // only the thread touches it
 };
 
