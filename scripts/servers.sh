@@ -28,7 +28,7 @@
 set -euo pipefail
 
 SCRIPT_PATH=$(readlink -f "${BASH_SOURCE[0]}")
-ROOT=${DLOCK_SERVERS_DIR:-/tmp/dlock-servers}
+ROOT=$(realpath -m "${DLOCK_SERVERS_DIR:-/tmp/dlock-servers}")  # absolute: servers run elsewhere
 TIMEOUT=${DLOCK_SERVERS_TIMEOUT:-30}
 ALL=(redis mariadb zookeeper postgres)
 export PATH="$PATH:/usr/sbin:/sbin"
