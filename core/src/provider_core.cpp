@@ -43,8 +43,10 @@ std::optional<Lease> ProviderCore::reenter(const Key& key, LockMode mode, Clock:
     auto it = holds_.find(key);
     if (it == holds_.end()) return std::nullopt;
     auto st = it->second;
-    if (st->ended || st->lock->lost()) {
-      holds_.erase(it);  // a lost lock is never re-entered: the next acquire starts afresh
+    if (st->ended || st->lock->lost() || st->lock->expires_at() <= Clock::now()) {
+      // A lost or run-out lock is never re-entered: the next acquire starts afresh (the
+      // watchdog may not have told the holder yet).
+      holds_.erase(it);
       return std::nullopt;
     }
     if (st->releasing) {
