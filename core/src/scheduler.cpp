@@ -59,6 +59,8 @@ struct Tick {
 // Under shared.mu: drops finished entries and sorts the rest into what is due now.
 Tick plan_tick(Scheduler::Shared& shared, Clock::time_point now) {
   Tick t;
+  std::vector<std::shared_ptr<HoldState>> candidates;  // renewals due within the slack
+  Clock::time_point earliest_candidate = Clock::time_point::max();
   auto& entries = shared.entries;
   for (std::size_t i = 0; i < entries.size();) {
     auto st = entries[i].lock();
@@ -91,16 +93,26 @@ Tick plan_tick(Scheduler::Shared& shared, Clock::time_point now) {
       t.to_signal.push_back(std::move(st));
       continue;
     }
-    Clock::time_point wake = std::min(st->max_hold_deadline, loss_deadline(*st));
+    t.next_wake = std::min({t.next_wake, st->max_hold_deadline, loss_deadline(*st)});
     if (st->renew_lease && !st->renewing) {
       if (st->next_renew <= now + batch_slack(*st->renew_lease)) {
-        st->renewing = true;
-        t.due[*st->renew_lease].push_back(st);
+        earliest_candidate = std::min(earliest_candidate, st->next_renew);
+        candidates.push_back(std::move(st));
       } else {
-        wake = std::min(wake, st->next_renew);
+        t.next_wake = std::min(t.next_wake, st->next_renew);
       }
     }
-    t.next_wake = std::min(t.next_wake, wake);
+  }
+  // A renewal pass starts only when a lease is actually due, and then takes every lease due
+  // within the slack. Sliding the window on every wake-up would renew a trickle of one or
+  // two leases at a time while leases are being acquired.
+  if (earliest_candidate <= now) {
+    for (auto& st : candidates) {
+      st->renewing = true;
+      t.due[*st->renew_lease].push_back(std::move(st));
+    }
+  } else {
+    t.next_wake = std::min(t.next_wake, earliest_candidate);
   }
   return t;
 }

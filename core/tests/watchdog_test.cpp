@@ -276,3 +276,30 @@ TEST(Watchdog, StalledRenewalStillFiresLostBeforeTheLeaseEnds) {
 
 }  // namespace
 }  // namespace dlock
+
+namespace dlock {
+namespace {
+
+// Leases acquired one by one, as a busy service does, are still renewed in batches.
+TEST(Watchdog, LeasesAcquiredOverTimeAreStillRenewedInBatches) {
+  auto backend = std::make_shared<RecordingBackend>(600ms);  // renewal every 200 ms
+  backend->renew_delay = 2ms;  // a round trip: leases slide into the window meanwhile
+  auto provider = spi::make_provider(backend, "recording://");
+  std::vector<Lease> leases;
+  auto end = Clock::now() + 1s;
+  for (int i = 0; Clock::now() < end; ++i) {
+    leases.push_back(*provider->try_lock("n" + std::to_string(i)));
+    std::this_thread::sleep_for(1ms);
+  }
+  std::this_thread::sleep_for(400ms);
+  std::lock_guard lock(backend->mu);
+  std::size_t renewed = 0;
+  for (auto& [at, n] : backend->calls) renewed += n;
+  ASSERT_GT(backend->calls.size(), 0u);
+  // The slack is 50 ms of acquisitions; a sliding window renews one or two at a time.
+  EXPECT_GE(renewed / backend->calls.size(), 10u)
+      << renewed << " renewals in " << backend->calls.size() << " calls";
+}
+
+}  // namespace
+}  // namespace dlock
