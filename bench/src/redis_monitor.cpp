@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "clock.h"
+#include "redis_wire.h"
 
 namespace dlock_bench {
 
@@ -49,18 +50,7 @@ bool parse_line(std::string_view s, Line& out) {
 
 }  // namespace
 
-std::string Traffic::top(std::size_t n, double per) const {
-  std::vector<std::pair<std::uint64_t, std::string>> v;
-  for (const auto& [name, count] : by_command) v.emplace_back(count, name);
-  std::sort(v.rbegin(), v.rend());
-  std::string out;
-  char buf[64];
-  for (std::size_t i = 0; i < v.size() && i < n; ++i) {
-    std::snprintf(buf, sizeof buf, "%.2f", static_cast<double>(v[i].first) / per);
-    out += (out.empty() ? "" : ", ") + v[i].second + " " + buf;
-  }
-  return out.empty() ? "none" : out;
-}
+std::string Traffic::top(std::size_t n, double per) const { return top_commands(by_command, n, per); }
 
 RedisMonitor::RedisMonitor(const dlock::Uri& uri) {
   control_ = std::make_unique<RedisWire>(uri);

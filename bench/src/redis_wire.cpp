@@ -123,6 +123,7 @@ CommandCounts read_command_counts(RedisWire& wire) {
   auto it = stats.find("total_commands_processed");
   if (it == stats.end()) throw std::runtime_error("INFO stats has no total_commands_processed");
   c.total = std::stoull(it->second);
+  if (auto r = stats.find("total_reads_processed"); r != stats.end()) c.reads = std::stoull(r->second);
   auto cpu = wire.info("cpu");
   auto num = [&](const char* k) { return cpu.count(k) ? std::stod(cpu[k]) : 0.0; };
   c.server_cpu_s = num("used_cpu_user_main_thread") + num("used_cpu_sys_main_thread");
@@ -134,6 +135,7 @@ CommandDelta operator-(const CommandCounts& after, const CommandCounts& before) 
   // Our own INFO calls are counted by the server too.
   d.total = static_cast<double>(after.total - before.total) - static_cast<double>(after.info - before.info);
   d.scripts = static_cast<double>(after.scripts - before.scripts);
+  d.reads = static_cast<double>(after.reads - before.reads) - static_cast<double>(after.info - before.info);
   d.server_cpu_s = after.server_cpu_s - before.server_cpu_s;
   for (const auto& [name, n] : after.calls) {
     auto it = before.calls.find(name);
@@ -143,9 +145,11 @@ CommandDelta operator-(const CommandCounts& after, const CommandCounts& before) 
   return d;
 }
 
-std::string CommandDelta::top(std::size_t n, double per) const {
+std::string CommandDelta::top(std::size_t n, double per) const { return top_commands(calls, n, per); }
+
+std::string top_commands(const std::map<std::string, std::uint64_t>& counts, std::size_t n, double per) {
   std::vector<std::pair<std::uint64_t, std::string>> v;
-  for (const auto& [name, count] : calls) v.emplace_back(count, name);
+  for (const auto& [name, count] : counts) v.emplace_back(count, name);
   std::sort(v.rbegin(), v.rend());
   std::string out;
   char buf[64];

@@ -58,6 +58,9 @@ struct CommandCounts {
   std::uint64_t total = 0;    // INFO stats total_commands_processed
   std::uint64_t scripts = 0;  // calls of eval, evalsha, eval_ro, evalsha_ro, fcall, fcall_ro
   std::uint64_t info = 0;     // calls of INFO (ours, to subtract; 3 per reading)
+  // INFO stats total_reads_processed: read events on client sockets. A pipelined batch
+  // arrives in one or a few reads, so this bounds the round trips clients started.
+  std::uint64_t reads = 0;
   std::map<std::string, std::uint64_t> calls;  // every command's calls, by name
   double server_cpu_s = 0;    // INFO cpu: the server's main thread, user+sys
 };
@@ -66,6 +69,7 @@ struct CommandCounts {
 struct CommandDelta {
   double total = 0;
   double scripts = 0;
+  double reads = 0;         // read events, our INFO calls taken out: >= client round trips
   double server_cpu_s = 0;  // the server's main thread
   std::map<std::string, std::uint64_t> calls;  // per command, INFO excluded
   // The `n` commands called most, as "evalsha 10, pexpire 3" (each divided by `per`).
@@ -73,5 +77,8 @@ struct CommandDelta {
 };
 CommandDelta operator-(const CommandCounts& after, const CommandCounts& before);
 CommandCounts read_command_counts(RedisWire& wire);
+
+// "evalsha 2.00, incr 1.00": the n most frequent commands in `counts`, each divided by `per`.
+std::string top_commands(const std::map<std::string, std::uint64_t>& counts, std::size_t n, double per);
 
 }  // namespace dlock_bench
