@@ -1,20 +1,38 @@
 // The backend SPI: what a backend implements so that the core can offer ILockProvider on it.
+// The full contract, with the reasons behind it, is docs/ARCHITECTURE.md ("The backend SPI").
 //
 // The core does, once for every backend: name and option validation, reentrancy and
 // read-inside-write bookkeeping (a backend never sees a re-entry: each owner_key asks for a
 // name at most once at a time), upgrade refusal, the wait loop (deadline, cancellation,
-// wake-ups, fallback poll), the watchdog (renewal every lease/3, batched through
-// extend_many), max_hold, client-enforced leases on session backends, and the lost signal.
+// wake-ups, fallback poll, retrying `unavailable` while a wait lasts), the watchdog (lease
+// renewal every lease/3 and session probes every S/3, batched through extend_many), max_hold,
+// client-enforced leases, the lost signal, and the clean-up of every hold it gives up.
 //
 // A backend does the atomic server operations. Each method below states its contract.
 // Every method may be called concurrently from several threads (for different requests).
 // Errors: throw dlock::Error (unavailable for transport failures, internal for replies that
-// make no sense); translate the client library's errors in one function.
+// make no sense, invalid_argument for what the user must fix); translate the client
+// library's errors in one function.
+//
+// Session backends (Liveness::session: ZooKeeper, SQL session locks, file://):
+//  - capabilities().default_lease is S, the server's dead-client bound; the core probes every
+//    session hold every S/3 through extend_many (also with an explicit lease, and after
+//    Lease::extend), and fires the lost signal a margin before HeldLock::server_expiry();
+//  - a backend never puts two holds of one name on one server session (SQL sessions stack
+//    re-locks: two owners would both be granted);
+//  - release() on a dead session returns false;
+//  - a HeldLock owns its session or connection; its destructor must not block (hand the
+//    clean-up to a backend thread);
+//  - when a session ends, every hold on it is marked lost at once (see session_holds.h);
+//  - a hold marked lost is given up by the core, which then calls release() once: make the
+//    server forget it (delete the node, close the doubtful connection). Never resurrect a
+//    session (no silent reconnect of a lock connection).
 #pragma once
 
 #include <chrono>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string_view>
 #include <variant>
@@ -24,17 +42,19 @@
 
 namespace dlock::spi {
 
-// One atomic attempt to take a lock.
+// What one acquire call asks for. The core keeps the request and the strings it views alive
+// until the Acquisition made from it is destroyed.
 struct AttemptRequest {
   std::string_view name;       // 1..max_name_bytes arbitrary bytes (escape before use!)
   LockMode mode = LockMode::exclusive;
-  std::string_view owner_key;  // unique per (provider instance, owner): "<client-id>:<owner>"
+  std::string_view owner_key;  // unique per (provider instance, owner, grant)
   std::chrono::milliseconds lease{0};  // lease-based backends: TTL to set, on the server clock
   bool fair = false;
-  // Unique per acquire call, stable across its attempts: the key of a fair-queue entry or a
-  // waiter node that must survive between attempts.
+  // Unique per acquire call: the key of a fair-queue entry, waiter node or waiter
+  // connection that lives between attempts.
   std::string_view waiter_id;
-  // false for a try-once acquire: a fair backend must not leave a queue entry behind.
+  // false for a try-once acquire: attempt() is called once and a Busy must leave nothing
+  // behind (no queue entry, node, row or blocked wait).
   bool will_wait = false;
 };
 
@@ -46,21 +66,51 @@ struct Busy {
 
 using Attempt = std::variant<std::shared_ptr<HeldLock>, Busy>;
 
-// Result of renewing one lock.
+// Result of renewing (lease backends) or probing (session backends) one lock.
 enum class RenewStatus {
-  renewed,   // owner checked, lease reset; HeldLock::expires_at updated by the backend
+  renewed,   // owner checked, lease reset / session answered; the backend set server_expiry
   not_held,  // the lock is gone or has another owner: the core fires the lost signal
   failed,    // could not tell (transport error): the core retries until the lease runs out
 };
 
-// A waiter's registration for push wake-ups; destroying it unregisters.
-class WaitRegistration {
+// One acquire call, from its first attempt until it is granted or given up. It owns whatever
+// the acquire leaves on the server between attempts: a fair-queue entry, a waiter node, a
+// blocking wait on a waiter connection, a subscription.
+//
+// Not thread-safe: the core calls attempt() and fallback_poll() from one thread at a time.
+// `wake` (given to begin_acquire) may be called from any thread, any number of times
+// (spurious calls are fine), until the destructor returns.
+class Acquisition {
  public:
-  virtual ~WaitRegistration() = default;
-  // How long the core may sleep between attempts when nothing wakes it. Backends whose push
-  // channel is healthy return a long value (or the holder's TTL through Busy::retry_after
-  // bounds it anyway); while the channel is down, a short poll interval. May change over time.
+  // Abandons the acquire unless an attempt returned a grant: removes everything its attempts
+  // left (queue entry, node, row, blocked wait) and undoes a grant that raced with the give-up
+  // (a server-side wait that succeeded after the core stopped asking). Never throws; blocks
+  // at most about one command timeout (hand slow clean-up to a backend thread).
+  virtual ~Acquisition() = default;
+
+  // One atomic attempt: a grant (the HeldLock with its fencing token and server_expiry set;
+  // ownership passes to the core) or Busy. Must never grant a name to two owner_keys at
+  // once (exclusive), nor exclusive next to shared.
+  //  - The first call is the acquire's first attempt. Without request.will_wait it is the
+  //    only one, and a Busy leaves nothing behind.
+  //  - No lost wake-ups: once an attempt has returned Busy, `wake` must be called whenever
+  //    the lock may have become free for this acquire. A backend that can only register for
+  //    wake-ups after seeing the lock busy (pub/sub, inotify) registers and attempts again
+  //    inside the same call before returning Busy.
+  //  - A later attempt may answer without a round trip from what its registration delivered
+  //    (a grant handed over by the server, a server-side blocking wait that returned).
+  //  - Never called again after it returned a grant or threw.
+  // Throws Error (unavailable: the core retries it while the wait lasts).
+  virtual Attempt attempt() = 0;
+
+  // How long the core may sleep after a Busy when `wake` is not called. While the push
+  // channel is healthy, a long value (Busy::retry_after, if set, bounds it anyway); while it
+  // is down, a short poll interval. May change over time.
   virtual std::chrono::milliseconds fallback_poll() const noexcept = 0;
+
+  Acquisition() = default;
+  Acquisition(const Acquisition&) = delete;
+  Acquisition& operator=(const Acquisition&) = delete;
 };
 
 class Backend {
@@ -70,30 +120,22 @@ class Backend {
   // Constant for the backend's lifetime.
   virtual const Capabilities& capabilities() const noexcept = 0;
 
-  // One atomic attempt. Grants (returning the HeldLock, with fencing token and expiry set)
-  // or reports Busy. Must never grant a name to two owner_keys at once (exclusive), nor
-  // exclusive next to shared. On a lease backend the server expires the grant after
-  // request.lease unless renewed.
-  virtual Attempt try_acquire(const AttemptRequest& request) = 0;
-
-  // Registers `wake` to be called (from any thread, possibly spuriously) when `request.name`
-  // may have become free for this waiter. Called after a first Busy and before the next
-  // attempt, so a release between the two cannot be missed. Return nullptr when the backend
-  // has no push channel: the core then polls with a short backoff.
-  virtual std::unique_ptr<WaitRegistration> prepare_wait(const AttemptRequest& request,
-                                                         std::function<void()> wake) = 0;
-
-  // The acquire identified by request.waiter_id gave up (timed out, cancelled, or failed):
-  // remove anything its attempts left (fair-queue entry, waiter node). Never throws.
-  virtual void abandon(const AttemptRequest& request) noexcept = 0;
+  // Starts one acquire call. Cheap: no round trip is needed before the first attempt().
+  // `request` (and the strings it views) outlives the returned object.
+  virtual std::unique_ptr<Acquisition> begin_acquire(const AttemptRequest& request,
+                                                     std::function<void()> wake) = 0;
 
   // Owner-checked release. Returns true if released, false if the lock was no longer held
-  // by lock.owner_key() (nothing is touched then). Throws Error(unavailable).
+  // by lock.owner_key() (nothing of another holder is touched then; a dead session answers
+  // false). Throws Error(unavailable) when it cannot tell; the core keeps the hold then.
   virtual bool release(HeldLock& lock) = 0;
 
-  // Owner-checked renewal of each lock to `lease` from now; out[i] answers locks[i].
-  // Lease backends should renew many locks in one round trip. Session backends answer
-  // renewed while the session holds the lock. Never throws: failures are RenewStatus::failed.
+  // Lease backends: owner-checked renewal of each lock to `lease` from now, many locks per
+  // round trip. Session backends: a liveness probe of each lock's session (one per session,
+  // not per lock); `lease` is then capabilities().default_lease and is ignored. out[i]
+  // answers locks[i]; on `renewed` the backend calls locks[i]->set_server_expiry() with its
+  // new estimate, taken from before the request was sent. Never throws: failures are
+  // RenewStatus::failed.
   virtual void extend_many(std::span<HeldLock* const> locks, std::chrono::milliseconds lease,
                            std::span<RenewStatus> out) noexcept = 0;
 };
