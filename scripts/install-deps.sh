@@ -2,7 +2,10 @@
 # Installs what dlock needs from Debian 12's packages: the build dependencies and, with
 # --servers, the four servers the integration tests start (scripts/servers.sh).
 #
-# Usage: scripts/install-deps.sh [--servers]
+# Usage: scripts/install-deps.sh [--servers] [--peers]
+#   --servers  also the four servers the integration tests start
+#   --peers    also the peer lock libraries the benchmarks compare against (redis-py, kazoo,
+#              tooz with its drivers, MySQLdb, psycopg2, Curator with a JDK to compile its client)
 #
 # Idempotent: packages already installed are left alone (apt-get update runs only when
 # something is missing). Quiet: apt's output goes to a log that is printed only on failure.
@@ -10,13 +13,15 @@
 # tests start their own servers on non-default ports.
 set -euo pipefail
 
-usage() { echo "usage: $0 [--servers]" >&2; exit 2; }
+usage() { echo "usage: $0 [--servers] [--peers]" >&2; exit 2; }
 
 with_servers=0
+with_peers=0
 for arg in "$@"; do
   case "$arg" in
     --servers) with_servers=1 ;;
-    -h|--help) echo "usage: $0 [--servers]"; exit 0 ;;
+    --peers) with_peers=1 ;;
+    -h|--help) echo "usage: $0 [--servers] [--peers]"; exit 0 ;;
     *) usage ;;
   esac
 done
@@ -29,9 +34,13 @@ build_pkgs=(g++ clang-14 cmake make pkg-config libhiredis-dev libfmt-dev libcli1
 # zookeeper depends on default-jre; default-jre-headless is what the JVM needs to run it here.
 # redis-tools, mariadb-client and postgresql-client come in with their servers.
 server_pkgs=(redis-server mariadb-server zookeeper default-jre-headless postgresql)
+# Peers for side-by-side benchmarks (Debian's python3 modules; Curator needs javac).
+peer_pkgs=(python3-redis python3-kazoo python3-tooz python3-mysqldb python3-psycopg2 python3-pymysql
+           libcurator-client-java libcurator-framework-java libcurator-recipes-java default-jdk-headless)
 
 pkgs=("${build_pkgs[@]}")
 if (( with_servers )); then pkgs+=("${server_pkgs[@]}"); fi
+if (( with_peers )); then pkgs+=("${peer_pkgs[@]}"); fi
 
 missing=()
 for p in "${pkgs[@]}"; do
