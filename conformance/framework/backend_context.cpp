@@ -34,6 +34,14 @@ void BackendEnv::restart_server() {
   throw std::runtime_error("this backend has no restartable test server");
 }
 
+void BackendEnv::expire_sessions() {
+  throw std::runtime_error("this backend cannot expire sessions from outside");
+}
+
+void BackendEnv::stop_member(int) { throw std::runtime_error("this backend has no ensemble"); }
+
+void BackendEnv::start_member(int) { throw std::runtime_error("this backend has no ensemble"); }
+
 void register_context(BackendContext context) { contexts().push_back(std::move(context)); }
 
 const std::vector<BackendContext>& registered_contexts() { return contexts(); }

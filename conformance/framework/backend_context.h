@@ -29,6 +29,16 @@ struct Claims {
   bool cross_process = false;   // locks are shared between processes (taker cases)
   bool network_faults = false;  // a TCP fault proxy can sit between client and server
   bool server_restart = false;  // the test server can be restarted while a lock is held
+  // The server session is the TCP connection (MySQL, PostgreSQL): a reset ends the session
+  // and the server frees its locks at that instant, before the holder can learn of it. The
+  // network cases count such a reset as sabotage (a loss), not as a double grant.
+  bool session_is_connection = false;
+  // The env can expire the provider's server session from outside (ZooKeeper):
+  // BackendEnv::expire_sessions() is implemented.
+  bool session_expiry = false;
+  // The env runs against a server ensemble whose members can be stopped and started
+  // (BackendEnv::stop_member / start_member / members).
+  bool ensemble = false;
 };
 
 struct HostPort {
@@ -70,6 +80,18 @@ class BackendEnv {
   // Throws std::runtime_error if anything escaped the slice's namespace (a file outside its
   // directory...). Backends that cannot tell do nothing.
   virtual void check_namespace_contained() const {}
+
+  // Claims::session_expiry: makes the server expire every session this env's providers
+  // opened (ZooKeeper: a second handle with the same session id, then close it). Blocks until
+  // the server has expired them. Throws std::runtime_error.
+  virtual void expire_sessions();
+
+  // Claims::ensemble: how many members; stop/start one (0-based), blocking until it is down
+  // or answers again; the member a provider's session is connected to is the backend's
+  // business (cases stop members one by one). Throw std::runtime_error.
+  virtual int members() const { return 0; }
+  virtual void stop_member(int index);
+  virtual void start_member(int index);
 };
 
 // A URI the backend must reject with invalid_argument, and a word the message must contain.
