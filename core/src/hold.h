@@ -33,14 +33,22 @@ struct HoldState {
   // Released, or given up by the core (max hold, client lease, lost). Written under
   // ProviderCore::mu_; read by the scheduler without it, hence atomic.
   std::atomic<bool> ended{false};
+  // Pokes the watchdog when the backend marks the lock lost (SessionHolds, a session event).
+  std::unique_ptr<std::stop_callback<std::function<void()>>> on_backend_loss;
   // The watchdog's plan for this lock, guarded by the Scheduler's mutex.
-  std::optional<std::chrono::milliseconds> renew_lease;  // set: renewed every third of it
-  std::chrono::milliseconds lease_length{0};  // the lease last set: sizes the loss margin
+  // Set: renewed (lease backends) or probed (session backends) every third of it.
+  std::optional<std::chrono::milliseconds> renew_lease;
+  // How long before server_expiry() / client_expiry() the lost signal fires.
+  std::chrono::milliseconds server_margin{0};
+  std::chrono::milliseconds client_margin{0};
   Clock::time_point next_renew = Clock::time_point::max();
   Clock::time_point max_hold_deadline = Clock::time_point::max();
   bool renewing = false;  // a renewal of it is in flight on the worker thread
-  // A given-up session lock whose client-enforced lease still runs: released at this time.
+  bool watched = false;   // in the scheduler's entries
+  // Given up by the core: the backend's owner-checked release runs at this time (once no
+  // renewal is in flight); max() when none is pending.
   Clock::time_point release_at = Clock::time_point::max();
+  bool cleaned = false;  // the release after give-up has been queued
 };
 
 class Hold {

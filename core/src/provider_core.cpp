@@ -2,6 +2,7 @@
 
 #include "dlock/error.h"
 #include "owner.h"
+#include "scheduler.h"
 #include "wait_loop.h"
 
 namespace dlock::detail {
@@ -98,18 +99,28 @@ std::optional<Lease> ProviderCore::try_acquire(std::string_view name, LockMode m
   st->lock = std::move(held);
   st->owner = key.second;
   st->holds = 1;
-  if (caps_.liveness == Liveness::session && options.lease) {
-    st->lock->set_expires_at(granted + lease);  // the client enforces an explicit lease
+  WatchPlan plan;
+  plan.max_hold_deadline = options.max_hold ? granted + *options.max_hold : Clock::time_point::max();
+  if (caps_.liveness == Liveness::session) {
+    // The session is probed every S/3 whatever the lease; an explicit lease is enforced by
+    // the client on top of the server's own bound (the earlier of the two ends the hold).
+    plan.renew_lease = caps_.default_lease;
+    plan.server_margin = loss_margin(caps_.default_lease);
+    if (options.lease) st->lock->set_client_expiry(granted + lease);
+    plan.client_margin = loss_margin(lease);
+  } else {
+    if (!options.lease) plan.renew_lease = lease;
+    plan.server_margin = loss_margin(lease);
   }
   {
     std::lock_guard lock(mu_);
     holds_[key] = st;  // replaces a lost or released entry of the same owner
   }
-  std::optional<milliseconds> renew;
-  if (!options.lease) renew = lease;
-  Clock::time_point max_hold =
-      options.max_hold ? granted + *options.max_hold : Clock::time_point::max();
-  scheduler_.watch(st, renew, lease, max_hold);
+  scheduler_.watch(st, plan);
+  // A loss the backend reports (session expired, connection dropped) wakes the watchdog,
+  // which gives the hold up and releases it on the backend.
+  st->on_backend_loss = std::make_unique<std::stop_callback<std::function<void()>>>(
+      st->lock->lost_token(), std::function<void()>([this] { scheduler_.poke(); }));
   return Lease(std::make_unique<Hold>(st, mode));
 }
 
@@ -120,7 +131,15 @@ bool ProviderCore::release(Hold& hold) {
     if (hold.released()) return false;
     if (st.ended || st.lock->lost()) {
       hold.set_released();
-      if (--st.holds == 0) forget_locked(st);
+      if (--st.holds > 0) return false;
+      forget_locked(st);
+      // The holder is done with a lost lock: make the server forget it now rather than at
+      // the end of its lease (a process that exits next would leave it to the server).
+      bool release_now = !st.ended;  // lost by the backend, not yet given up
+      st.ended = true;
+      lock.unlock();
+      if (!release_now) release_now = scheduler_.take_pending_release(st);
+      if (release_now) release_given_up(st);
       return false;
     }
     if (st.holds > 1) {
@@ -169,14 +188,21 @@ void ProviderCore::extend(Hold& hold, milliseconds lease) {
   Clock::time_point sent = Clock::now();
   spi::HeldLock* locks[] = {st.lock.get()};
   spi::RenewStatus status[] = {spi::RenewStatus::failed};
-  backend_->extend_many(locks, lease, status);
+  const bool session = caps_.liveness == Liveness::session;
+  // A session backend probes its session (its bound S is not the caller's to change); the
+  // new lease is enforced by the client on top of it.
+  backend_->extend_many(locks, session ? caps_.default_lease : lease, status);
   switch (status[0]) {
     case spi::RenewStatus::renewed:
-      scheduler_.stop_renewing(st, lease);
-      if (caps_.liveness == Liveness::session) st.lock->set_expires_at(sent + lease);
+      if (session) {
+        st.lock->set_client_expiry(sent + lease);
+        scheduler_.set_client_lease(st, lease);
+      } else {
+        scheduler_.stop_renewing(st, lease);
+      }
       return;
     case spi::RenewStatus::not_held:
-      if (give_up(st)) release_given_up(st);
+      give_up(hold.state(), Clock::now());
       throw Error(ErrorCode::not_held, "lease of '" + st.lock->name() + "' is no longer held");
     case spi::RenewStatus::failed:
       break;
@@ -185,13 +211,14 @@ void ProviderCore::extend(Hold& hold, milliseconds lease) {
                                           "': the backend did not answer");
 }
 
-bool ProviderCore::give_up(HoldState& state) noexcept {
+bool ProviderCore::give_up(const std::shared_ptr<HoldState>& state, Clock::time_point release_at) noexcept {
   {
     std::lock_guard lock(mu_);
-    if (state.ended) return false;
-    state.ended = true;
+    if (state->ended) return false;
+    state->ended = true;
   }
-  state.lock->mark_lost();
+  state->lock->mark_lost();
+  scheduler_.release_given_up_at(state, release_at);
   return true;
 }
 

@@ -29,9 +29,11 @@ class ProviderCore : public std::enable_shared_from_this<ProviderCore> {
   // Lease::release / Lease::extend / ~Lease.
   bool release(Hold& hold);
   void extend(Hold& hold, std::chrono::milliseconds lease);
-  // Gives up on a hold: marks it ended (no Lease of it releases again) and fires its lost
-  // signal. Never blocks on the backend. Returns false if it had already ended.
-  bool give_up(HoldState& state) noexcept;
+  // Gives up on a hold: marks it ended (no Lease of it releases again), fires its lost
+  // signal, and has the watchdog release it on the backend at `release_at` (owner-checked:
+  // the server must end up without the hold). Never blocks on the backend. Returns false if
+  // it had already ended.
+  bool give_up(const std::shared_ptr<HoldState>& state, Clock::time_point release_at) noexcept;
   // Releases a given-up hold on the backend, owner-checked, ignoring failures (the lease
   // expires or the session ends anyway). May block for a round trip.
   void release_given_up(HoldState& state) noexcept;

@@ -3,6 +3,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <condition_variable>
 #include <deque>
 #include <functional>
@@ -28,6 +29,9 @@ struct Scheduler::Shared {
   // When the sleeping timekeeper wakes next; time_point::min() while it is awake (it
   // re-plans under mu before sleeping, so it sees every entry added meanwhile).
   Clock::time_point sleeping_until = Clock::time_point::min();
+  // Set by poke() without the mutex (it runs in lost callbacks, which may race with the
+  // destruction of a hold under the mutex): the timekeeper re-plans before sleeping.
+  std::atomic<bool> poked{false};
 };
 
 milliseconds loss_margin(milliseconds lease) {
@@ -42,15 +46,22 @@ milliseconds retry_delay(milliseconds lease) {
   return std::clamp(lease / 10, milliseconds(10), milliseconds(1000));
 }
 
+// Before this, the holder is told: a margin before whichever expiry comes first.
 Clock::time_point loss_deadline(const HoldState& st) {
-  Clock::time_point expiry = st.lock->expires_at();
-  if (expiry == Clock::time_point::max()) return expiry;
-  return expiry - loss_margin(st.lease_length);
+  auto minus = [](Clock::time_point t, milliseconds m) {
+    return t == Clock::time_point::max() ? t : t - m;
+  };
+  return std::min(minus(st.lock->server_expiry(), st.server_margin),
+                  minus(st.lock->client_expiry(), st.client_margin));
 }
 
+struct GiveUp {
+  std::shared_ptr<HoldState> state;
+  Clock::time_point release_at;  // when the backend's release runs
+};
+
 struct Tick {
-  std::vector<std::shared_ptr<HoldState>> to_end;      // give up and release now
-  std::vector<std::shared_ptr<HoldState>> to_signal;   // lease about to end: give up only
+  std::vector<GiveUp> to_give_up;                      // lost signal now, release later
   std::vector<std::shared_ptr<HoldState>> to_release;  // given up earlier, release now
   std::map<milliseconds, std::vector<std::shared_ptr<HoldState>>> due;  // by lease length
   Clock::time_point next_wake = Clock::time_point::max();
@@ -65,32 +76,40 @@ Tick plan_tick(Scheduler::Shared& shared, Clock::time_point now) {
   for (std::size_t i = 0; i < entries.size();) {
     auto st = entries[i].lock();
     bool pending_release = st && st->release_at != Clock::time_point::max();
-    if (!st || ((st->ended || st->lock->lost()) && !pending_release)) {
+    if (!st || (st->ended && !pending_release && !st->renewing)) {
+      if (st) st->watched = false;
       entries[i] = std::move(entries.back());
       entries.pop_back();
       continue;
     }
     ++i;
-    if (pending_release) {
+    if (st->ended) {
+      // Given up: release once no renewal is in flight (its reply could re-arm the lock).
+      if (!pending_release || st->renewing) continue;
       if (now >= st->release_at) {
         st->release_at = Clock::time_point::max();
+        st->cleaned = true;
         t.to_release.push_back(std::move(st));
       } else {
         t.next_wake = std::min(t.next_wake, st->release_at);
       }
       continue;
     }
+    if (st->lock->lost()) {
+      // The backend marked it lost (session expired, connection dropped): give it up and
+      // make the server forget it (a resumed session must not keep it).
+      t.to_give_up.push_back({std::move(st), now});
+      continue;
+    }
     if (now >= st->max_hold_deadline) {
-      t.to_end.push_back(std::move(st));
+      t.to_give_up.push_back({std::move(st), now});
       continue;
     }
     if (now >= loss_deadline(*st)) {
-      // Told a margin early; the lock itself lasts its lease: the server expires a lease,
-      // the client releases a session lock when its lease ends.
-      if (shared.backend->capabilities().liveness == Liveness::session) {
-        st->release_at = st->lock->expires_at();
-      }
-      t.to_signal.push_back(std::move(st));
+      // Told a margin early; the lock itself lasts until it runs out: then the core releases
+      // it (owner-checked), so nothing a late renewal re-armed outlives the hold.
+      Clock::time_point end = st->lock->expires_at();
+      t.to_give_up.push_back({std::move(st), end});
       continue;
     }
     t.next_wake = std::min({t.next_wake, st->max_hold_deadline, loss_deadline(*st)});
@@ -117,6 +136,11 @@ Tick plan_tick(Scheduler::Shared& shared, Clock::time_point now) {
   return t;
 }
 
+void queue_release(Scheduler::Shared& shared, std::shared_ptr<HoldState> st) {
+  shared.jobs.push_back([st = std::move(st)] { st->core->release_given_up(*st); });
+  shared.worker_cv.notify_one();
+}
+
 // On the worker: one extend_many for `group`, then the outcome of each.
 void renew(Scheduler::Shared& shared, milliseconds lease, std::vector<std::shared_ptr<HoldState>> group) {
   std::vector<spi::HeldLock*> locks;
@@ -130,6 +154,12 @@ void renew(Scheduler::Shared& shared, milliseconds lease, std::vector<std::share
     for (std::size_t i = 0; i < group.size(); ++i) {
       auto& st = group[i];
       st->renewing = false;
+      if (st->ended) {
+        // Given up while the renewal was in flight. If it was already released and this
+        // late reply re-armed the lock, release it again: nobody holds it.
+        if (out[i] == spi::RenewStatus::renewed && st->cleaned) queue_release(shared, st);
+        continue;
+      }
       switch (out[i]) {
         case spi::RenewStatus::renewed: st->next_renew = sent + lease / 3; break;
         case spi::RenewStatus::not_held:
@@ -141,9 +171,7 @@ void renew(Scheduler::Shared& shared, milliseconds lease, std::vector<std::share
     }
   }
   shared.timekeeper_cv.notify_all();
-  for (auto& st : lost) {
-    if (st->core->give_up(*st)) st->core->release_given_up(*st);
-  }
+  for (auto& st : lost) st->core->give_up(st, Clock::now());
 }
 
 void run_timekeeper(std::shared_ptr<Scheduler::Shared> shared) {
@@ -155,28 +183,20 @@ void run_timekeeper(std::shared_ptr<Scheduler::Shared> shared) {
         renew(*s, lease, std::move(g));
       });
     }
-    if (!t.to_end.empty() || !t.to_signal.empty() || !t.to_release.empty() || !t.due.empty()) {
+    for (auto& st : t.to_release) queue_release(*shared, std::move(st));
+    if (!t.due.empty()) shared->worker_cv.notify_one();
+    if (!t.to_give_up.empty()) {
       lock.unlock();
-      // Lost signals fire here, on time; releases wait for the worker.
-      std::vector<std::function<void()>> releases;
-      auto release_later = [&](const std::shared_ptr<HoldState>& st) {
-        releases.emplace_back([st] { st->core->release_given_up(*st); });
-      };
-      for (auto& st : t.to_end) {
-        if (st->core->give_up(*st)) release_later(st);
-      }
-      for (auto& st : t.to_signal) st->core->give_up(*st);
-      for (auto& st : t.to_release) release_later(st);
+      // Lost signals fire here, on time; the releases follow on the worker.
+      for (auto& g : t.to_give_up) g.state->core->give_up(g.state, g.release_at);
       t = Tick{};  // drop our references outside the lock
       lock.lock();
-      shared->jobs.insert(shared->jobs.end(), std::make_move_iterator(releases.begin()),
-                          std::make_move_iterator(releases.end()));
-      shared->worker_cv.notify_one();
-      continue;  // re-plan; `releases` holds only moved-from (empty) functions now
+      continue;  // re-plan: the given-up holds now wait for their release time
     }
     if (shared->stop) break;
+    if (shared->poked.exchange(false)) continue;
     shared->sleeping_until = t.next_wake;
-    shared->timekeeper_cv.wait_until(lock, t.next_wake);
+    shared->timekeeper_cv.wait_until(lock, t.next_wake);  // any notify re-plans
     shared->sleeping_until = Clock::time_point::min();
   }
 }
@@ -230,15 +250,16 @@ Scheduler::~Scheduler() {
   stop_thread(*worker_);
 }
 
-void Scheduler::watch(const std::shared_ptr<HoldState>& state, std::optional<milliseconds> renew_lease,
-                      milliseconds lease, Clock::time_point max_hold_deadline) {
+void Scheduler::watch(const std::shared_ptr<HoldState>& state, const WatchPlan& plan) {
   bool sooner;
   {
     std::lock_guard lock(shared_->mu);
-    state->renew_lease = renew_lease;
-    state->lease_length = lease;
-    state->next_renew = renew_lease ? Clock::now() + *renew_lease / 3 : Clock::time_point::max();
-    state->max_hold_deadline = max_hold_deadline;
+    state->renew_lease = plan.renew_lease;
+    state->server_margin = plan.server_margin;
+    state->client_margin = plan.client_margin;
+    state->next_renew =
+        plan.renew_lease ? Clock::now() + *plan.renew_lease / 3 : Clock::time_point::max();
+    state->max_hold_deadline = plan.max_hold_deadline;
     auto& entries = shared_->entries;
     if (entries.size() >= 2 * shared_->compacted_size + 1024) {
       // Released holds linger as expired entries until the next tick, which may be a third
@@ -247,7 +268,9 @@ void Scheduler::watch(const std::shared_ptr<HoldState>& state, std::optional<mil
       shared_->compacted_size = entries.size();
     }
     entries.push_back(state);
-    Clock::time_point first = std::min({state->next_renew, max_hold_deadline, loss_deadline(*state)});
+    state->watched = true;
+    Clock::time_point first =
+        std::min({state->next_renew, plan.max_hold_deadline, loss_deadline(*state)});
     sooner = first < shared_->sleeping_until;
   }
   // Only a hold due before the planned wake-up needs the timekeeper now: most acquires
@@ -259,10 +282,46 @@ void Scheduler::stop_renewing(HoldState& state, milliseconds lease) {
   {
     std::lock_guard lock(shared_->mu);
     state.renew_lease.reset();
-    state.lease_length = lease;
+    state.server_margin = loss_margin(lease);
     state.next_renew = Clock::time_point::max();
   }
   shared_->timekeeper_cv.notify_all();  // the loss deadline moved
+}
+
+void Scheduler::set_client_lease(HoldState& state, milliseconds lease) {
+  {
+    std::lock_guard lock(shared_->mu);
+    state.client_margin = loss_margin(lease);
+  }
+  shared_->timekeeper_cv.notify_all();  // the loss deadline moved
+}
+
+void Scheduler::release_given_up_at(const std::shared_ptr<HoldState>& state, Clock::time_point at) {
+  {
+    std::lock_guard lock(shared_->mu);
+    state->release_at = at;
+    if (!state->watched) {  // dropped meanwhile (or never watched): watch it for the release
+      shared_->entries.push_back(state);
+      state->watched = true;
+    }
+  }
+  shared_->timekeeper_cv.notify_all();
+}
+
+bool Scheduler::take_pending_release(HoldState& state) {
+  std::lock_guard lock(shared_->mu);
+  if (state.release_at == Clock::time_point::max() || state.cleaned) return false;
+  state.release_at = Clock::time_point::max();
+  state.cleaned = true;
+  return true;
+}
+
+void Scheduler::poke() noexcept {
+  // No mutex here (see Shared::poked). A wake-up lost in the instant before the timekeeper
+  // blocks only delays the clean-up to its next planned wake: the lost signal itself has
+  // already fired, from the backend's mark_lost().
+  shared_->poked.store(true);
+  shared_->timekeeper_cv.notify_all();
 }
 
 }  // namespace dlock::detail

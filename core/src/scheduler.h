@@ -12,6 +12,7 @@
 #include <thread>
 
 #include "dlock/spi/backend.h"
+#include "dlock/spi/held_lock.h"
 #include "hold.h"
 
 namespace dlock::detail {
@@ -20,6 +21,17 @@ namespace dlock::detail {
 // 5 ms, at most a quarter of it. The estimate is measured from before the request was
 // sent, but the scheduler wakes late and clocks drift (cf. Redlock's 1% + 2 ms).
 std::chrono::milliseconds loss_margin(std::chrono::milliseconds lease);
+
+// What the watchdog does with one hold.
+struct WatchPlan {
+  // Set: extend_many(lease = *renew_lease) every third of it (lease renewal, or a session
+  // probe with the backend's default_lease).
+  std::optional<std::chrono::milliseconds> renew_lease;
+  // The lost signal fires this long before server_expiry() / client_expiry().
+  std::chrono::milliseconds server_margin{0};
+  std::chrono::milliseconds client_margin{0};
+  Clock::time_point max_hold_deadline = Clock::time_point::max();
+};
 
 class Scheduler {
  public:
@@ -31,15 +43,23 @@ class Scheduler {
   Scheduler(const Scheduler&) = delete;
   Scheduler& operator=(const Scheduler&) = delete;
 
-  // Watches `state`, whose lease is `lease` long: renews it every renew_lease/3 when
-  // renew_lease is set. At max_hold_deadline it gives it up (lost signal, then an
-  // owner-checked release). loss_margin(lease) before its expires_at() it fires the lost
-  // signal; the lock itself lasts its lease (the server expires a lease-based lock; a
-  // session lock is released at expires_at()).
-  void watch(const std::shared_ptr<HoldState>& state, std::optional<std::chrono::milliseconds> renew_lease,
-             std::chrono::milliseconds lease, Clock::time_point max_hold_deadline);
-  // Stops renewing `state`, whose lease is now `lease` long (after Lease::extend).
+  // Watches `state` as `plan` says. The lost signal fires a margin before the lock's
+  // expires_at(); the lock itself lasts until then, when the core releases it on the
+  // backend (owner-checked). At max_hold_deadline, or as soon as the backend marks the lock
+  // lost, it gives the hold up (lost signal) and releases it on the backend at once.
+  void watch(const std::shared_ptr<HoldState>& state, const WatchPlan& plan);
+  // Stops renewing `state`, whose lease is now `lease` long (Lease::extend on a lease backend).
   void stop_renewing(HoldState& state, std::chrono::milliseconds lease);
+  // A new client-enforced lease of `lease` (Lease::extend on a session backend; probes go on).
+  void set_client_lease(HoldState& state, std::chrono::milliseconds lease);
+  // `state` was given up (ProviderCore::give_up): release it on the backend at `at`, once no
+  // renewal of it is in flight.
+  void release_given_up_at(const std::shared_ptr<HoldState>& state, Clock::time_point at);
+  // Takes over a release that release_given_up_at scheduled and that has not been queued
+  // yet: returns true if there was one (the caller releases now).
+  bool take_pending_release(HoldState& state);
+  // Wakes the timekeeper to re-plan (a backend marked a lock lost).
+  void poke() noexcept;
 
   struct Shared;  // what the threads co-own
 

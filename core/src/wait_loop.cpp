@@ -3,6 +3,9 @@
 #include <algorithm>
 #include <condition_variable>
 #include <mutex>
+#include <optional>
+
+#include "dlock/error.h"
 
 namespace dlock::detail {
 namespace {
@@ -31,13 +34,18 @@ class Notifier {
   bool flag_ = false;
 };
 
-// Without a push channel: 1, 2, 4 … ms up to 50 ms between attempts.
-constexpr milliseconds kMaxPoll{50};
 constexpr milliseconds kForever{std::chrono::hours(24)};
+// After an unavailable attempt: 10, 20, 40 … ms up to half a second between retries.
+constexpr milliseconds kFirstRetry{10};
+constexpr milliseconds kMaxRetry{500};
 
 std::shared_ptr<spi::HeldLock> granted(spi::Attempt& a) {
   auto* lock = std::get_if<std::shared_ptr<spi::HeldLock>>(&a);
   return lock ? std::move(*lock) : nullptr;
+}
+
+Clock::time_point after(Clock::time_point now, milliseconds d) {
+  return d >= kForever ? Clock::time_point::max() : now + d;  // never overflow
 }
 
 }  // namespace
@@ -45,37 +53,46 @@ std::shared_ptr<spi::HeldLock> granted(spi::Attempt& a) {
 std::shared_ptr<spi::HeldLock> wait_for_lock(spi::Backend& backend, spi::AttemptRequest request,
                                              Clock::time_point deadline, std::stop_token cancel) {
   request.will_wait = Clock::now() < deadline;
-  spi::Attempt attempt = backend.try_acquire(request);
-  if (auto lock = granted(attempt)) return lock;
-  if (!request.will_wait) return nullptr;
-
   auto notifier = std::make_shared<Notifier>();
-  std::unique_ptr<spi::WaitRegistration> registration;
-  milliseconds poll{1};
-  try {
-    std::stop_callback on_cancel(cancel, [notifier] { notifier->notify(); });
-    registration = backend.prepare_wait(request, [notifier] { notifier->notify(); });
-    while (true) {
-      attempt = backend.try_acquire(request);
+  auto wake = [notifier] { notifier->notify(); };
+  std::unique_ptr<spi::Acquisition> acquisition = backend.begin_acquire(request, wake);
+  if (!request.will_wait) {
+    spi::Attempt attempt = acquisition->attempt();
+    return granted(attempt);  // a try-once Busy leaves nothing behind
+  }
+
+  std::stop_callback on_cancel(cancel, wake);
+  std::optional<Error> unavailable;  // the last attempt failed with it
+  milliseconds retry = kFirstRetry;
+  while (true) {
+    Clock::time_point until = Clock::time_point::max();
+    try {
+      if (!acquisition) acquisition = backend.begin_acquire(request, wake);
+      spi::Attempt attempt = acquisition->attempt();
       if (auto lock = granted(attempt)) return lock;
-      Clock::time_point now = Clock::now();
-      if (cancel.stop_requested() || now >= deadline) break;
-      milliseconds sleep = registration ? registration->fallback_poll() : poll;
-      if (!registration) poll = std::min(poll * 2, kMaxPoll);
+      unavailable.reset();
+      retry = kFirstRetry;
+      milliseconds sleep = acquisition->fallback_poll();
       if (auto& hint = std::get<spi::Busy>(attempt).retry_after) {
         sleep = std::min(sleep, std::max(*hint, milliseconds(1)));
       }
-      // A push channel may allow "sleep until woken": keep the sum from overflowing.
-      Clock::time_point until = sleep >= kForever ? Clock::time_point::max() : now + sleep;
-      notifier->wait_until(std::min(deadline, until));
+      until = after(Clock::now(), sleep);
+    } catch (const Error& e) {
+      if (e.code() != ErrorCode::unavailable) throw;  // the acquisition abandons on unwinding
+      // A transient failure while waiting (a stalled or restarting server): start afresh
+      // after a backoff, until the deadline.
+      unavailable = e;
+      acquisition.reset();
+      until = Clock::now() + retry;
+      retry = std::min(retry * 2, kMaxRetry);
     }
-  } catch (...) {
-    registration.reset();
-    backend.abandon(request);
-    throw;
+    if (cancel.stop_requested()) return nullptr;
+    if (Clock::now() >= deadline) break;
+    notifier->wait_until(std::min(deadline, until));
+    if (cancel.stop_requested()) return nullptr;
+    if (Clock::now() >= deadline && unavailable) break;  // no last attempt after errors
   }
-  registration.reset();
-  backend.abandon(request);
+  if (unavailable) throw *unavailable;  // the server could not be reached until the deadline
   return nullptr;
 }
 

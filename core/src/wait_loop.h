@@ -1,6 +1,6 @@
-// The one wait loop every backend shares: attempt, register for push wake-ups, attempt
-// again (so a release in between is never missed), then sleep until woken, the holder's TTL,
-// the fallback poll or the deadline, whichever comes first.
+// The one wait loop every backend shares: attempt through the backend's per-acquire object,
+// then sleep until woken, the holder's TTL, the fallback poll or the deadline, whichever comes
+// first, and attempt again.
 #pragma once
 
 #include <memory>
@@ -11,8 +11,11 @@
 
 namespace dlock::detail {
 
-// Returns the granted lock, or nullptr when `deadline` passed or `cancel` was requested
-// (after backend.abandon(request)). Propagates the backend's errors (after abandon).
+// Returns the granted lock, or nullptr when `deadline` passed or `cancel` was requested.
+// Error(unavailable) from an attempt is retried (with a fresh Acquisition, after a short
+// backoff) while the deadline has not passed, and rethrown once it has; every other error
+// propagates at once. Whatever the acquire left on the server is abandoned before returning
+// or throwing (the Acquisition's destructor).
 std::shared_ptr<spi::HeldLock> wait_for_lock(spi::Backend& backend, spi::AttemptRequest request,
                                              Clock::time_point deadline, std::stop_token cancel);
 

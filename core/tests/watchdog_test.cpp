@@ -35,17 +35,27 @@ class RecordingBackend final : public spi::Backend {
     caps_.liveness = liveness;
   }
   const Capabilities& capabilities() const noexcept override { return caps_; }
-  spi::Attempt try_acquire(const spi::AttemptRequest& r) override {
-    if (Clock::now() < busy_until_) return spi::Busy{};
-    auto expiry = caps_.liveness == Liveness::lease ? Clock::now() + r.lease : Clock::time_point::max();
-    return std::make_shared<spi::HeldLock>(std::string(r.name), r.mode, std::string(r.owner_key), 1,
-                                           expiry);
+  std::unique_ptr<spi::Acquisition> begin_acquire(const spi::AttemptRequest& r,
+                                                  std::function<void()>) override {
+    // Grants every name (after busy_until); no push channel: the core polls.
+    class Acquisition final : public spi::Acquisition {
+     public:
+      Acquisition(RecordingBackend& b, const spi::AttemptRequest& r) : b_(b), r_(r) {}
+      spi::Attempt attempt() override {
+        if (Clock::now() < b_.busy_until_) return spi::Busy{};
+        auto expiry = b_.caps_.liveness == Liveness::lease ? Clock::now() + r_.lease
+                                                           : Clock::time_point::max();
+        return std::make_shared<spi::HeldLock>(std::string(r_.name), r_.mode,
+                                               std::string(r_.owner_key), 1, expiry);
+      }
+      milliseconds fallback_poll() const noexcept override { return milliseconds(5); }
+
+     private:
+      RecordingBackend& b_;
+      const spi::AttemptRequest& r_;
+    };
+    return std::make_unique<Acquisition>(*this, r);
   }
-  std::unique_ptr<spi::WaitRegistration> prepare_wait(const spi::AttemptRequest&,
-                                                      std::function<void()>) override {
-    return nullptr;
-  }
-  void abandon(const spi::AttemptRequest&) noexcept override {}
   bool release(spi::HeldLock&) override { return true; }
   void extend_many(std::span<spi::HeldLock* const> locks, milliseconds lease,
                    std::span<spi::RenewStatus> out) noexcept override {
@@ -54,7 +64,7 @@ class RecordingBackend final : public spi::Backend {
     calls.push_back({Clock::now(), locks.size()});
     for (std::size_t i = 0; i < locks.size(); ++i) {
       out[i] = outcome;
-      if (outcome == spi::RenewStatus::renewed) locks[i]->set_expires_at(Clock::now() + lease);
+      if (outcome == spi::RenewStatus::renewed) locks[i]->set_server_expiry(Clock::now() + lease);
     }
   }
 

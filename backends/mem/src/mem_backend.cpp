@@ -36,22 +36,6 @@ milliseconds remaining(Clock::time_point t, Clock::time_point now) {
   return std::chrono::ceil<milliseconds>(t - now);
 }
 
-class MemWaitRegistration final : public spi::WaitRegistration {
- public:
-  MemWaitRegistration(std::shared_ptr<Space> space, std::string name, std::uint64_t id)
-      : space_(std::move(space)), name_(std::move(name)), id_(id) {}
-  ~MemWaitRegistration() override {
-    std::lock_guard lock(space_->mu);
-    space_->entries[name_].wakers.erase(id_);
-  }
-  milliseconds fallback_poll() const noexcept override { return kFallbackPoll; }
-
- private:
-  std::shared_ptr<Space> space_;
-  std::string name_;
-  std::uint64_t id_;
-};
-
 }  // namespace
 
 MemBackend::MemBackend(std::shared_ptr<Space> space, milliseconds default_lease)
@@ -69,7 +53,7 @@ MemBackend::MemBackend(std::shared_ptr<Space> space, milliseconds default_lease)
   caps_.crash_release_bound = default_lease;
 }
 
-spi::Attempt MemBackend::try_acquire(const spi::AttemptRequest& r) {
+spi::Attempt MemBackend::attempt(const spi::AttemptRequest& r) {
   Clock::time_point now = Clock::now();
   std::lock_guard lock(space_->mu);
   Entry& e = space_->entries[std::string(r.name)];
@@ -105,19 +89,54 @@ spi::Attempt MemBackend::try_acquire(const spi::AttemptRequest& r) {
   return busy;
 }
 
-std::unique_ptr<spi::WaitRegistration> MemBackend::prepare_wait(const spi::AttemptRequest& r,
-                                                                 std::function<void()> wake) {
-  std::lock_guard lock(space_->mu);
-  std::uint64_t id = space_->next_waker++;
-  space_->entries[std::string(r.name)].wakers.emplace(id, std::move(wake));
-  return std::make_unique<MemWaitRegistration>(space_, std::string(r.name), id);
+// One acquire call: registers for wake-ups at its first Busy and removes what it left when
+// it is given up.
+class MemAcquisition final : public spi::Acquisition {
+ public:
+  MemAcquisition(MemBackend& backend, const spi::AttemptRequest& request, std::function<void()> wake)
+      : backend_(backend), request_(request), wake_(std::move(wake)) {}
+  ~MemAcquisition() override {
+    if (!granted_ && request_.will_wait) backend_.abandon(request_, waker_);
+  }
+
+  spi::Attempt attempt() override {
+    spi::Attempt a = backend_.attempt(request_);
+    if (std::holds_alternative<spi::Busy>(a) && request_.will_wait && !waker_) {
+      // Registered after the busy answer: attempt once more so no release is missed.
+      waker_ = backend_.add_waker(request_.name, wake_);
+      a = backend_.attempt(request_);
+    }
+    granted_ = std::holds_alternative<std::shared_ptr<spi::HeldLock>>(a);
+    return a;
+  }
+  milliseconds fallback_poll() const noexcept override { return kFallbackPoll; }
+
+ private:
+  MemBackend& backend_;
+  const spi::AttemptRequest& request_;
+  std::function<void()> wake_;
+  std::optional<std::uint64_t> waker_;
+  bool granted_ = false;
+};
+
+std::unique_ptr<spi::Acquisition> MemBackend::begin_acquire(const spi::AttemptRequest& request,
+                                                            std::function<void()> wake) {
+  return std::make_unique<MemAcquisition>(*this, request, std::move(wake));
 }
 
-void MemBackend::abandon(const spi::AttemptRequest& r) noexcept {
+std::uint64_t MemBackend::add_waker(std::string_view name, std::function<void()> wake) {
+  std::lock_guard lock(space_->mu);
+  std::uint64_t id = space_->next_waker++;
+  space_->entries[std::string(name)].wakers.emplace(id, std::move(wake));
+  return id;
+}
+
+void MemBackend::abandon(const spi::AttemptRequest& r, std::optional<std::uint64_t> waker) noexcept {
   std::lock_guard lock(space_->mu);
   auto it = space_->entries.find(std::string(r.name));
   if (it == space_->entries.end()) return;
   Entry& e = it->second;
+  if (waker) e.wakers.erase(*waker);
   bool was_blocking = e.waiting_writers.erase(std::string(r.waiter_id)) > 0 ||
                       (!e.fair_queue.empty() && e.fair_queue.front().first == r.waiter_id);
   std::erase_if(e.fair_queue, [&](const auto& w) { return w.first == r.waiter_id; });
@@ -161,7 +180,7 @@ void MemBackend::extend_many(std::span<spi::HeldLock* const> locks, milliseconds
     }
     if (!expiry || *expiry <= now) continue;
     *expiry = now + lease;
-    l.set_expires_at(now + lease);
+    l.set_server_expiry(now + lease);
     out[i] = spi::RenewStatus::renewed;
   }
 }

@@ -2,6 +2,7 @@
 #pragma once
 
 #include <memory>
+#include <optional>
 
 #include "dlock/spi/backend.h"
 #include "mem_space.h"
@@ -13,15 +14,21 @@ class MemBackend final : public spi::Backend {
   MemBackend(std::shared_ptr<Space> space, std::chrono::milliseconds default_lease);
 
   const Capabilities& capabilities() const noexcept override { return caps_; }
-  spi::Attempt try_acquire(const spi::AttemptRequest& request) override;
-  std::unique_ptr<spi::WaitRegistration> prepare_wait(const spi::AttemptRequest& request,
-                                                      std::function<void()> wake) override;
-  void abandon(const spi::AttemptRequest& request) noexcept override;
+  std::unique_ptr<spi::Acquisition> begin_acquire(const spi::AttemptRequest& request,
+                                                  std::function<void()> wake) override;
   bool release(spi::HeldLock& lock) override;
   void extend_many(std::span<spi::HeldLock* const> locks, std::chrono::milliseconds lease,
                    std::span<spi::RenewStatus> out) noexcept override;
 
  private:
+  friend class MemAcquisition;
+  // One atomic attempt on the table (refreshes the waiter's heartbeat).
+  spi::Attempt attempt(const spi::AttemptRequest& request);
+  // Registers `wake` for releases of the name; returns its id in Entry::wakers.
+  std::uint64_t add_waker(std::string_view name, std::function<void()> wake);
+  // Removes what a given-up waiter left: its waker, its writer-preference or queue entry.
+  void abandon(const spi::AttemptRequest& request, std::optional<std::uint64_t> waker) noexcept;
+
   std::shared_ptr<Space> space_;
   Capabilities caps_;
 };
