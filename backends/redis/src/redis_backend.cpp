@@ -4,6 +4,7 @@
 #include <charconv>
 #include <random>
 
+#include "acquisition.h"
 #include "keys.h"
 
 namespace dlock::redis {
@@ -14,7 +15,6 @@ using std::chrono::milliseconds;
 namespace {
 
 constexpr std::size_t kRenewChunk = 100;  // locks per extend script call
-constexpr milliseconds kDownPoll{25};     // poll while the subscriber is disconnected
 
 std::string random_id() {
   thread_local std::mt19937_64 rng{std::random_device{}() ^
@@ -37,15 +37,6 @@ Clock::time_point lease_end(Clock::time_point sent, milliseconds lease) {
   return sent + lease - lease / 100 - milliseconds(2);
 }
 
-// The last busy attempt of a caller that will wait, kept for the prepare_wait() the core
-// makes next on the same thread (the wait loop runs on the caller's thread).
-struct LastBusy {
-  std::string waiter_id;
-  Clock::time_point sent{};
-  std::optional<Clock::time_point> holder_expiry;
-};
-thread_local LastBusy last_busy;
-
 }  // namespace
 
 // Runs `op` on a pooled connection; if the connection itself failed (not an error reply),
@@ -64,8 +55,8 @@ auto RedisBackend::with_retry(Op&& op) {
 }
 
 RedisHeldLock::RedisHeldLock(std::string name, LockMode mode, std::string owner_key,
-                             std::uint64_t token, Clock::time_point expires_at)
-    : HeldLock(std::move(name), mode, std::move(owner_key), token, expires_at),
+                             std::uint64_t token, Clock::time_point server_expiry)
+    : HeldLock(std::move(name), mode, std::move(owner_key), token, server_expiry),
       release_id_(random_id()) {}
 
 RedisBackend::RedisBackend(RedisOptions options) : options_(std::move(options)), pool_(options_) {
@@ -93,21 +84,20 @@ std::shared_ptr<Subscriber> RedisBackend::subscriber() {
   return subscriber_;
 }
 
-spi::Attempt RedisBackend::try_acquire(const spi::AttemptRequest& req) {
-  std::shared_ptr<Subscriber> sub;
-  {
-    std::lock_guard lock(sub_mu_);
-    sub = subscriber_;
-  }
-  bool registered = false;
-  if (sub) {
-    // A waiter the queue handed the lock to picks it up without a round trip.
-    if (auto grant = sub->before_attempt(req.waiter_id, Clock::now(), registered)) {
-      if (grant->busy) return spi::Busy{grant->retry_after};
-      return std::make_shared<RedisHeldLock>(std::string(req.name), req.mode, std::string(req.owner_key),
-                                             grant->token, lease_end(grant->attempt_sent, req.lease));
-    }
-  }
+std::unique_ptr<spi::Acquisition> RedisBackend::begin_acquire(const spi::AttemptRequest& req,
+                                                              std::function<void()> wake) {
+  return std::make_unique<RedisAcquisition>(*this, req, std::move(wake));
+}
+
+std::shared_ptr<spi::HeldLock> RedisBackend::make_held(const spi::AttemptRequest& req,
+                                                       std::uint64_t token,
+                                                       Clock::time_point sent) const {
+  return std::make_shared<RedisHeldLock>(std::string(req.name), req.mode, std::string(req.owner_key),
+                                         token, lease_end(sent, req.lease));
+}
+
+long long RedisBackend::run_acquire(const spi::AttemptRequest& req, bool may_hold,
+                                    Clock::time_point& sent) {
   const LockKeys k(options_.prefix, req.name, options_.db);
   const std::string lease = ms_text(req.lease);
   const std::string heartbeat = ms_text(options_.fair_heartbeat);
@@ -116,10 +106,10 @@ spi::Attempt RedisBackend::try_acquire(const spi::AttemptRequest& req) {
   // have been handed the lock; a retry may follow a grant whose reply was lost.
   std::string_view args[] = {req.owner_key, req.mode == LockMode::shared ? "s" : "x", lease,
                              req.waiter_id, req.will_wait ? "1" : "0", heartbeat, k.channel,
-                             registered ? "1" : "0"};
-  Clock::time_point sent = Clock::now();
+                             may_hold ? "1" : "0"};
+  sent = Clock::now();
   int tries = 0;
-  const long long value = with_retry([&](Connection& conn) -> long long {
+  return with_retry([&](Connection& conn) -> long long {
     // Right after a server restart nothing is granted (see ConnectionPool::quarantine_left).
     if (auto q = pool_.quarantine_left(); q.count() > 0) return -q.count();
     if (tries++ > 0) args[7] = "1";
@@ -128,42 +118,9 @@ spi::Attempt RedisBackend::try_acquire(const spi::AttemptRequest& req) {
     if (r->type != REDIS_REPLY_INTEGER) conn.fail("acquire script", r.get());
     return r->integer;
   });
-  if (value > 0) {
-    return std::make_shared<RedisHeldLock>(std::string(req.name), req.mode, std::string(req.owner_key),
-                                           static_cast<std::uint64_t>(value), lease_end(sent, req.lease));
-  }
-  spi::Busy busy;
-  if (value < 0) busy.retry_after = milliseconds(-value);
-  if (req.will_wait) {
-    last_busy.waiter_id.assign(req.waiter_id);
-    last_busy.sent = sent;
-    last_busy.holder_expiry.reset();
-    if (busy.retry_after) last_busy.holder_expiry = sent + *busy.retry_after;
-  }
-  return busy;
-}
-
-std::unique_ptr<spi::WaitRegistration> RedisBackend::prepare_wait(const spi::AttemptRequest& req,
-                                                                   std::function<void()> wake) {
-  const LockKeys k(options_.prefix, req.name, options_.db);
-  // Every waiter holds a queue entry and refreshes it with each attempt: often enough to
-  // stay within its heartbeat even if no grant message comes.
-  Subscriber::Polls polls{std::max(options_.fair_heartbeat / 3, milliseconds(10)), kDownPoll};
-  polls.down = std::min(polls.down, polls.healthy);
-  // The attempt that queued this waiter; if the core made it elsewhere (it does not),
-  // assume the oldest time it could have been sent.
-  Clock::time_point last_sent = Clock::now() - options_.command_timeout;
-  std::optional<Clock::time_point> holder_expiry;
-  if (last_busy.waiter_id == req.waiter_id) {
-    last_sent = last_busy.sent;
-    holder_expiry = last_busy.holder_expiry;
-  }
-  return subscriber()->add(k.channel, req.waiter_id, polls, std::move(wake), last_sent, holder_expiry);
 }
 
 void RedisBackend::abandon(const spi::AttemptRequest& req) noexcept {
-  // Only a caller that waits can have a queue entry or a grant it did not pick up.
-  if (!req.will_wait) return;
   try {
     const LockKeys k(options_.prefix, req.name, options_.db);
     const std::string lease = ms_text(req.lease);
@@ -181,7 +138,7 @@ bool RedisBackend::release(spi::HeldLock& lock) {
   // Past our (early, see lease_end) estimate of its end, the hold is not ours to count on,
   // and freeing it now would hand the lock on before the lease the server promised ran out:
   // let the server expire it.
-  if (held.expires_at() <= Clock::now()) return false;
+  if (held.server_expiry() <= Clock::now()) return false;
   const LockKeys k(options_.prefix, held.name(), options_.db);
   const std::string latch = k.latch(held.release_id());
   const std::string latch_ttl =
@@ -234,7 +191,7 @@ void RedisBackend::extend_many(std::span<spi::HeldLock* const> locks, millisecon
     // (A lease already past its expiry, only seen by an explicit extend(), gets the usual
     // timeouts: its answer is not racing anything.)
     Clock::time_point earliest = Clock::time_point::max();
-    for (auto* l : locks) earliest = std::min(earliest, l->expires_at());
+    for (auto* l : locks) earliest = std::min(earliest, l->server_expiry());
     if (earliest <= Clock::now()) earliest = Clock::time_point::max();
     Clock::time_point sent;
     std::vector<Reply> replies;
@@ -272,7 +229,7 @@ void RedisBackend::extend_many(std::span<spi::HeldLock* const> locks, millisecon
         if (e->type != REDIS_REPLY_INTEGER) continue;
         const std::size_t idx = chunks[i].first + j;
         if (e->integer == 1) {
-          locks[idx]->set_expires_at(lease_end(sent, lease));
+          locks[idx]->set_server_expiry(lease_end(sent, lease));
           out[idx] = spi::RenewStatus::renewed;
         } else {
           out[idx] = spi::RenewStatus::not_held;

@@ -18,7 +18,7 @@ namespace dlock::redis {
 class RedisHeldLock : public spi::HeldLock {
  public:
   RedisHeldLock(std::string name, LockMode mode, std::string owner_key, std::uint64_t token,
-                Clock::time_point expires_at);
+                Clock::time_point server_expiry);
   // Random, unique per grant; names this hold's release latch key.
   const std::string& release_id() const noexcept { return release_id_; }
 
@@ -29,6 +29,8 @@ class RedisHeldLock : public spi::HeldLock {
 // Thread safety: every method may be called concurrently (connections come from the pool).
 class RedisBackend : public spi::Backend {
  public:
+  using Clock = std::chrono::steady_clock;
+
   // Connects once (so a bad URI, password or db fails here) and loads the scripts.
   // Throws Error(unavailable) if the server cannot be reached within connect_timeout,
   // Error(invalid_argument) for authentication or database errors.
@@ -36,12 +38,9 @@ class RedisBackend : public spi::Backend {
   ~RedisBackend() override;
 
   const Capabilities& capabilities() const noexcept override { return caps_; }
-  // One EVALSHA of lua/acquire.lua. Throws Error(unavailable) on transport failure or a
-  // transient server refusal (READONLY, OOM, LOADING…).
-  spi::Attempt try_acquire(const spi::AttemptRequest& request) override;
-  std::unique_ptr<spi::WaitRegistration> prepare_wait(const spi::AttemptRequest& request,
-                                                      std::function<void()> wake) override;
-  void abandon(const spi::AttemptRequest& request) noexcept override;
+  // A RedisAcquisition (acquisition.h); no round trip.
+  std::unique_ptr<spi::Acquisition> begin_acquire(const spi::AttemptRequest& request,
+                                                  std::function<void()> wake) override;
   // One EVALSHA of lua/release.lua, retried once after a transport failure (the latch key
   // makes the retry harmless). A hold past its estimated end is left to expire on the
   // server (false, nothing sent).
@@ -53,6 +52,20 @@ class RedisBackend : public spi::Backend {
   const RedisOptions& options() const noexcept { return options_; }
 
  private:
+  friend class RedisAcquisition;
+  // One EVALSHA of lua/acquire.lua (retried once on a fresh connection after a transport
+  // failure). `may_hold`: this owner may already hold the lock (ARGV[8]). Returns the
+  // script's answer (token > 0, or -(holder's ms left + 1), or 0) and sets `sent` to when the
+  // request that answered left. Throws Error(unavailable) on transport failure or a
+  // transient server refusal (READONLY, OOM, LOADING…).
+  long long run_acquire(const spi::AttemptRequest& req, bool may_hold, Clock::time_point& sent);
+  // One EVALSHA of lua/abandon.lua. Never throws (best effort: the heartbeat deadline drops
+  // the entry, the lease ends a stray grant).
+  void abandon(const spi::AttemptRequest& req) noexcept;
+  // The hold granted to `req` by a request sent at `sent`.
+  std::shared_ptr<spi::HeldLock> make_held(const spi::AttemptRequest& req, std::uint64_t token,
+                                           Clock::time_point sent) const;
+  // The provider's subscriber, created on the first wait.
   std::shared_ptr<Subscriber> subscriber();
   template <class Op>
   auto with_retry(Op&& op);
@@ -62,7 +75,7 @@ class RedisBackend : public spi::Backend {
   ConnectionPool pool_;
   std::unique_ptr<Scripts> scripts_;
   std::mutex sub_mu_;
-  std::shared_ptr<Subscriber> subscriber_;  // created on the first wait
+  std::shared_ptr<Subscriber> subscriber_;
 };
 
 }  // namespace dlock::redis

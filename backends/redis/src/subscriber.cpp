@@ -46,21 +46,16 @@ struct Subscriber::Entry {
   std::optional<Clock::time_point> holder_expiry;  // from the attempt that queued the waiter
 };
 
-class Subscriber::Registration : public spi::WaitRegistration {
- public:
-  Registration(std::shared_ptr<Subscriber> sub, std::shared_ptr<Entry> e, Polls polls)
-      : sub_(std::move(sub)), entry_(std::move(e)), polls_(polls) {}
-  ~Registration() override { sub_->remove(entry_); }
-  std::chrono::milliseconds fallback_poll() const noexcept override {
-    const bool live = sub_->state_.load() == State::up && entry_->channel->confirmed.load();
-    return live ? polls_.healthy : polls_.down;
-  }
+Subscriber::Registration::Registration(std::shared_ptr<Subscriber> sub, std::shared_ptr<Entry> e,
+                                       Polls polls)
+    : sub_(std::move(sub)), entry_(std::move(e)), polls_(polls) {}
 
- private:
-  std::shared_ptr<Subscriber> sub_;
-  std::shared_ptr<Entry> entry_;
-  Polls polls_;
-};
+Subscriber::Registration::~Registration() { sub_->remove(entry_); }
+
+std::chrono::milliseconds Subscriber::Registration::fallback_poll() const noexcept {
+  const bool live = sub_->state_.load() == State::up && entry_->channel->confirmed.load();
+  return live ? polls_.healthy : polls_.down;
+}
 
 Subscriber::Subscriber(RedisOptions options) : options_(std::move(options)), owner_pid_(::getpid()) {
   event_fd_ = ::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
@@ -98,11 +93,10 @@ void Subscriber::wake(const std::shared_ptr<Entry>& e) noexcept {
   }
 }
 
-std::unique_ptr<spi::WaitRegistration> Subscriber::add(const std::string& channel,
-                                                       std::string_view waiter_id, Polls polls,
-                                                       std::function<void()> wake_fn,
-                                                       Clock::time_point last_sent,
-                                                       std::optional<Clock::time_point> holder_expiry) {
+std::unique_ptr<Subscriber::Registration> Subscriber::add(
+    const std::string& channel, std::string_view waiter_id, Polls polls,
+    std::function<void()> wake_fn, Clock::time_point last_sent,
+    std::optional<Clock::time_point> holder_expiry) {
   std::unique_lock lock(mu_);
   if (!started_ && event_fd_ >= 0) {
     started_ = true;

@@ -18,7 +18,6 @@
 #include <vector>
 
 #include "connection.h"
-#include "dlock/spi/backend.h"
 #include "options.h"
 
 namespace dlock::redis {
@@ -45,6 +44,25 @@ class Subscriber : public std::enable_shared_from_this<Subscriber> {
     std::optional<std::chrono::milliseconds> retry_after;  // with busy: the holder's lease left
   };
 
+  struct Entry;
+  struct Channel;
+
+  // A waiter's registration; destroying it unregisters (after that its wake is never called).
+  class Registration {
+   public:
+    Registration(std::shared_ptr<Subscriber> sub, std::shared_ptr<Entry> e, Polls polls);
+    ~Registration();
+    Registration(const Registration&) = delete;
+    Registration& operator=(const Registration&) = delete;
+    // polls.healthy while the channel is subscribed, polls.down otherwise.
+    std::chrono::milliseconds fallback_poll() const noexcept;
+
+   private:
+    std::shared_ptr<Subscriber> sub_;
+    std::shared_ptr<Entry> entry_;
+    Polls polls_;
+  };
+
   explicit Subscriber(RedisOptions options);
   // Stops and joins the thread. Never throws.
   ~Subscriber();
@@ -57,10 +75,10 @@ class Subscriber : public std::enable_shared_from_this<Subscriber> {
   // after that `wake` is never called again. Starts the thread on first use.
   // `last_sent` is when the waiter's last attempt (the one that queued it) was sent, and
   // `holder_expiry` when that attempt said the holder's lease runs out, if it said.
-  std::unique_ptr<spi::WaitRegistration> add(const std::string& channel, std::string_view waiter_id,
-                                             Polls polls, std::function<void()> wake,
-                                             Clock::time_point last_sent,
-                                             std::optional<Clock::time_point> holder_expiry);
+  std::unique_ptr<Registration> add(const std::string& channel, std::string_view waiter_id,
+                                    Polls polls, std::function<void()> wake,
+                                    Clock::time_point last_sent,
+                                    std::optional<Clock::time_point> holder_expiry);
 
   // The waiter is about to send an attempt at `sent`: returns the grant it received (and
   // forgets it), or `busy` for the attempt right after registering when the channel was
@@ -70,11 +88,7 @@ class Subscriber : public std::enable_shared_from_this<Subscriber> {
   std::optional<Grant> before_attempt(std::string_view waiter_id, Clock::time_point sent,
                                       bool& registered);
 
-  struct Entry;
-  struct Channel;
-
  private:
-  class Registration;
   void remove(const std::shared_ptr<Entry>& entry) noexcept;
   void run() noexcept;
   bool connect_and_resubscribe() noexcept;

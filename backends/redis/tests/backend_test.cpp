@@ -18,30 +18,6 @@ namespace {
 
 using namespace std::chrono_literals;
 using std::chrono::milliseconds;
-using HeldPtr = std::shared_ptr<spi::HeldLock>;
-
-struct Req {
-  std::string name;
-  std::string owner;
-  LockMode mode = LockMode::exclusive;
-  milliseconds lease = 10s;
-  bool fair = false;
-  bool will_wait = false;
-  std::string waiter;
-
-  spi::AttemptRequest get() const {
-    spi::AttemptRequest r;
-    r.name = name;
-    r.mode = mode;
-    r.owner_key = owner;
-    r.lease = lease;
-    r.fair = fair;
-    r.waiter_id = waiter.empty() ? owner : waiter;
-    r.will_wait = will_wait;
-    return r;
-  }
-};
-
 class RedisBackendTest : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -61,23 +37,25 @@ class RedisBackendTest : public ::testing::Test {
     }
   }
 
-  // One attempt, as the core makes it: a caller that waits is registered for wake-ups
-  // (from its first attempt on, here) until it gets the lock.
+  // One attempt, as the core makes it: a caller that waits keeps its acquire call (its
+  // queue entry and wake-up registration) from one attempt to the next until it gets the
+  // lock; a try-once caller makes one attempt.
   HeldPtr try_get(const Req& r) {
-    const auto req = r.get();
-    if (r.will_wait && !waiting_.count(std::string(req.waiter_id))) {
-      waiting_[std::string(req.waiter_id)] = backend_->prepare_wait(req, [] {});
-    }
-    auto a = backend_->try_acquire(req);
-    auto* held = std::get_if<HeldPtr>(&a);
-    if (held) waiting_.erase(std::string(req.waiter_id));
-    return held ? *held : nullptr;
+    if (!r.will_wait) return Acquire(*backend_, r).try_get();
+    const std::string id = r.waiter.empty() ? r.owner : r.waiter;
+    auto& acq = waiting_[id];
+    if (!acq) acq = std::make_unique<Acquire>(*backend_, r);
+    auto held = acq->try_get();
+    if (held) waiting_.erase(id);
+    return held;
   }
+  // The waiting caller gives up (times out, is cancelled): its acquire call ends.
+  void give_up(const Req& r) { waiting_.erase(r.waiter.empty() ? r.owner : r.waiter); }
   LockKeys keys(std::string_view name) const { return LockKeys(prefix_, name, backend_->options().db); }
 
   std::string prefix_, uri_;
   std::unique_ptr<RedisBackend> backend_;
-  std::map<std::string, std::unique_ptr<spi::WaitRegistration>> waiting_;
+  std::map<std::string, std::unique_ptr<Acquire>> waiting_;
   std::unique_ptr<Raw> raw_;
 };
 
@@ -120,7 +98,7 @@ TEST_F(RedisBackendTest, NamesCannotReachAnotherLocksKeys) {
 TEST_F(RedisBackendTest, ExclusiveExcludesAndReportsTheHoldersTtl) {
   auto a = try_get({"m", "c1:a", LockMode::exclusive, 5s});
   ASSERT_TRUE(a);
-  auto busy = backend_->try_acquire(Req{"m", "c1:b"}.get());
+  auto busy = Acquire(*backend_, Req{"m", "c1:b"}).attempt();
   ASSERT_TRUE(std::holds_alternative<spi::Busy>(busy));
   auto after = std::get<spi::Busy>(busy).retry_after;
   ASSERT_TRUE(after);
@@ -193,7 +171,6 @@ TEST_F(RedisBackendTest, RetriedAcquireRecognisesItsOwnGrant) {
   // The same request again (as after a lost reply): granted once, counted once.
   auto first = try_get({"ra", "c1:a", LockMode::exclusive, 2s, false, true, "ra-a"});
   ASSERT_TRUE(first);
-  waiting_["ra-a"] = backend_->prepare_wait(Req{"ra", "c1:a", LockMode::exclusive, 10s, false, true, "ra-a"}.get(), [] {});
   auto again = try_get({"ra", "c1:a", LockMode::exclusive, 10s, false, true, "ra-a"});
   ASSERT_TRUE(again);
   EXPECT_GT(again->fencing_token(), first->fencing_token());  // a new hold: a new token
@@ -204,7 +181,6 @@ TEST_F(RedisBackendTest, RetriedAcquireRecognisesItsOwnGrant) {
   // Another owner is still refused, of course.
   auto r = try_get({"ra", "c1:r", LockMode::shared, 10s, false, true, "ra-r"});
   ASSERT_TRUE(r);
-  waiting_["ra-r"] = backend_->prepare_wait(Req{"ra", "c1:r", LockMode::shared, 10s, false, true, "ra-r"}.get(), [] {});
   EXPECT_TRUE(try_get({"ra", "c1:r", LockMode::shared, 10s, false, true, "ra-r"}));
   EXPECT_EQ(raw_->string({"HGET", keys("ra").hash, "c1:r"}), "1");
   EXPECT_FALSE(try_get({"ra", "c1:w"}));
@@ -285,7 +261,7 @@ TEST_F(RedisBackendTest, AWriterThatGivesUpLetsReadersIn) {
   Req writer{"wg", "c1:w", LockMode::exclusive, 10s, false, true, "wait-w"};
   EXPECT_FALSE(try_get(writer));
   EXPECT_FALSE(try_get({"wg", "c1:r2", LockMode::shared}));
-  backend_->abandon(writer.get());
+  give_up(writer);
   EXPECT_TRUE(try_get({"wg", "c1:r2", LockMode::shared}));
 }
 
@@ -358,7 +334,7 @@ TEST_F(RedisBackendTest, AbandonGivesBackAGrantNotPickedUp) {
   EXPECT_FALSE(try_get(b));
   EXPECT_TRUE(backend_->release(*h));  // hands the lock to a
   EXPECT_EQ(raw_->string({"HGET", keys("ag").hash, "c1:a"}), "1");
-  backend_->abandon(a.get());  // a timed out right then: the lock moves on to b
+  give_up(a);  // a timed out right then: the lock moves on to b
   EXPECT_EQ(raw_->integer({"HEXISTS", keys("ag").hash, "c1:a"}), 0);
   auto g = try_get(b);
   ASSERT_TRUE(g);
@@ -373,7 +349,7 @@ TEST_F(RedisBackendTest, AbandonRemovesTheQueueEntryAtOnce) {
   Req second{"ab", "c1:b", LockMode::exclusive, 10s, true, true, "second"};
   EXPECT_FALSE(try_get(first));
   EXPECT_FALSE(try_get(second));
-  backend_->abandon(first.get());
+  give_up(first);
   EXPECT_EQ(raw_->integer({"ZCARD", keys("ab").queue}), 1);
   EXPECT_TRUE(backend_->release(*h));
   EXPECT_TRUE(try_get(second));
@@ -426,18 +402,16 @@ struct Flag {
 TEST_F(RedisBackendTest, ReleaseHandsTheLockToTheWaiterThroughPubSub) {
   auto h = try_get({"pw", "c1:h"});
   ASSERT_TRUE(h);
-  Req waiter{"pw", "c1:w", LockMode::exclusive, 10s, false, true, "pw-w"};
-  EXPECT_FALSE(try_get(waiter));
   Flag woken;
-  auto reg = backend_->prepare_wait(waiter.get(), woken.fn());
-  ASSERT_TRUE(reg);
-  EXPECT_GE(reg->fallback_poll(), 100ms) << "subscribed, yet polling fast";
-  EXPECT_LE(reg->fallback_poll(), 400ms / 3 + 1ms) << "a waiter must refresh within its heartbeat";
-  EXPECT_FALSE(try_get(waiter));
+  Acquire waiter(*backend_, {"pw", "c1:w", LockMode::exclusive, 10s, false, true, "pw-w"}, woken.fn());
+  EXPECT_FALSE(waiter.try_get());  // busy: queued and subscribed
+  EXPECT_GE(waiter.fallback_poll(), 100ms) << "subscribed, yet polling fast";
+  EXPECT_LE(waiter.fallback_poll(), 400ms / 3 + 1ms) << "a waiter must refresh within its heartbeat";
+  EXPECT_FALSE(waiter.try_get());
   EXPECT_EQ(woken.get(), 0);
   EXPECT_TRUE(backend_->release(*h));
   EXPECT_TRUE(woken.wait(2s)) << "no wake-up after the release";
-  auto g = try_get(waiter);  // picks up the grant the release made
+  auto g = waiter.try_get();  // picks up the grant the release made
   ASSERT_TRUE(g);
   EXPECT_EQ(raw_->string({"GET", keys("pw").counter}), std::to_string(g->fencing_token()));
   EXPECT_EQ(raw_->string({"HGET", keys("pw").hash, "c1:w"}), "1");
@@ -447,43 +421,42 @@ TEST_F(RedisBackendTest, ReleaseHandsTheLockToTheWaiterThroughPubSub) {
 TEST_F(RedisBackendTest, OnlyTheHeadIsWokenByName) {
   auto h = try_get({"pf", "c1:h"});
   ASSERT_TRUE(h);
-  Req a{"pf", "c1:a", LockMode::exclusive, 10s, true, true, "pf-a"};
-  Req b{"pf", "c1:b", LockMode::exclusive, 10s, true, true, "pf-b"};
-  EXPECT_FALSE(try_get(a));
-  EXPECT_FALSE(try_get(b));
   Flag wa, wb;
-  auto ra = backend_->prepare_wait(a.get(), wa.fn());
-  auto rb = backend_->prepare_wait(b.get(), wb.fn());
+  Acquire a(*backend_, {"pf", "c1:a", LockMode::exclusive, 10s, true, true, "pf-a"}, wa.fn());
+  Acquire b(*backend_, {"pf", "c1:b", LockMode::exclusive, 10s, true, true, "pf-b"}, wb.fn());
+  EXPECT_FALSE(a.try_get());
+  EXPECT_FALSE(b.try_get());
   EXPECT_TRUE(backend_->release(*h));
   EXPECT_TRUE(wa.wait(2s));
   std::this_thread::sleep_for(50ms);
   EXPECT_EQ(wb.get(), 0) << "the second waiter was woken for the head's turn";
-  auto g = try_get(a);
+  auto g = a.try_get();
   ASSERT_TRUE(g);
   EXPECT_TRUE(backend_->release(*g));
   EXPECT_TRUE(wb.wait(2s));
-  EXPECT_TRUE(try_get(b));
+  EXPECT_TRUE(b.try_get());
 }
 
 TEST_F(RedisBackendTest, QueuedReadersAreLetInTogether) {
   auto h = try_get({"all", "c1:h"});
   ASSERT_TRUE(h);
   Flag f[4];
-  std::vector<Req> reqs;
-  std::vector<std::unique_ptr<spi::WaitRegistration>> regs;
+  std::vector<std::unique_ptr<Acquire>> reqs;
   for (int i = 0; i < 4; ++i) {
     const bool writer = i == 3;
-    reqs.push_back({"all", "c1:q" + std::to_string(i), writer ? LockMode::exclusive : LockMode::shared, 10s,
-                    false, true, "all" + std::to_string(i)});
-    EXPECT_FALSE(try_get(reqs.back()));
-    regs.push_back(backend_->prepare_wait(reqs.back().get(), f[i].fn()));
+    reqs.push_back(std::make_unique<Acquire>(
+        *backend_,
+        Req{"all", "c1:q" + std::to_string(i), writer ? LockMode::exclusive : LockMode::shared, 10s,
+            false, true, "all" + std::to_string(i)},
+        f[i].fn()));
+    EXPECT_FALSE(reqs.back()->try_get());
   }
   EXPECT_TRUE(backend_->release(*h));
   std::set<std::uint64_t> tokens;
   std::vector<HeldPtr> readers;
   for (int i = 0; i < 3; ++i) {
     EXPECT_TRUE(f[i].wait(2s)) << "reader " << i;
-    readers.push_back(try_get(reqs[i]));
+    readers.push_back(reqs[i]->try_get());
     ASSERT_TRUE(readers.back());
     tokens.insert(readers.back()->fencing_token());
   }
@@ -492,7 +465,7 @@ TEST_F(RedisBackendTest, QueuedReadersAreLetInTogether) {
   EXPECT_EQ(f[3].get(), 0) << "the writer behind the readers was woken";
   for (auto& r : readers) EXPECT_TRUE(backend_->release(*r));
   EXPECT_TRUE(f[3].wait(2s));
-  EXPECT_TRUE(try_get(reqs[3]));
+  EXPECT_TRUE(reqs[3]->try_get());
 }
 
 }  // namespace

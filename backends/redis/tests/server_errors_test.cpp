@@ -13,7 +13,6 @@ namespace dlock::redis::test {
 namespace {
 
 using namespace std::chrono_literals;
-using HeldPtr = std::shared_ptr<spi::HeldLock>;
 
 class RedisServerErrorsTest : public ::testing::Test {
  protected:
@@ -27,18 +26,9 @@ class RedisServerErrorsTest : public ::testing::Test {
   std::unique_ptr<RedisBackend> backend(const std::string& uri) {
     return std::make_unique<RedisBackend>(parse_options(Uri::parse(uri)));
   }
-  static spi::AttemptRequest req(std::string_view name, std::string_view owner) {
-    spi::AttemptRequest r;
-    r.name = name;
-    r.owner_key = owner;
-    r.waiter_id = owner;
-    r.lease = 10s;
-    return r;
-  }
+  // A try-once acquire: the grant or null.
   static HeldPtr grant(RedisBackend& b, std::string_view name, std::string_view owner) {
-    auto a = b.try_acquire(req(name, owner));
-    auto* h = std::get_if<HeldPtr>(&a);
-    return h ? *h : nullptr;
+    return Acquire(b, Req{std::string(name), std::string(owner)}).try_get();
   }
   static std::pair<ErrorCode, std::string> open_error(const std::string& uri) {
     try {
@@ -150,8 +140,12 @@ TEST_F(RedisServerErrorsTest, ScriptFlushIsRecoveredFrom) {
   EXPECT_TRUE(b->release(*h));
   raw_->cmd({"SCRIPT", "FLUSH"});
   EXPECT_TRUE(grant(*b, "ns", "c:b"));
-  raw_->cmd({"SCRIPT", "FLUSH"});
-  b->abandon(req("ns", "c:b"));  // never throws
+  {
+    Acquire waiter(*b, {"ns", "c:c", LockMode::exclusive, 10s, false, true});
+    EXPECT_FALSE(waiter.try_get());  // queued
+    raw_->cmd({"SCRIPT", "FLUSH"});
+  }  // gives up: the abandon script is loaded again and removes the entry
+  EXPECT_EQ(raw_->integer({"EXISTS", "dlock:{ns}:q"}), 0);
 }
 
 TEST_F(RedisServerErrorsTest, KilledConnectionsAreReplaced) {
@@ -168,17 +162,16 @@ TEST_F(RedisServerErrorsTest, SubscriberReconnectsAndWakesWaiters) {
   auto b = backend(server_->uri());
   auto h = grant(*b, "sub", "c:h");
   ASSERT_TRUE(h);
-  auto w = req("sub", "c:w");
-  w.will_wait = true;
   std::mutex mu;
   std::condition_variable cv;
   int wakes = 0;
-  auto reg = b->prepare_wait(w, [&] {
+  Acquire w(*b, {"sub", "c:w", LockMode::exclusive, 10s, false, true}, [&] {
     std::lock_guard lock(mu);
     ++wakes;
     cv.notify_all();
   });
-  EXPECT_GE(reg->fallback_poll(), 500ms);
+  EXPECT_FALSE(w.try_get());  // queued and subscribed
+  EXPECT_GE(w.fallback_poll(), 500ms);
   raw_->cmd({"CLIENT", "KILL", "TYPE", "pubsub"});
   {
     // Waiters are woken to retry, then poll fast until the subscription is back.
@@ -186,10 +179,10 @@ TEST_F(RedisServerErrorsTest, SubscriberReconnectsAndWakesWaiters) {
     EXPECT_TRUE(cv.wait_for(lock, 2s, [&] { return wakes > 0; }));
     wakes = 0;
   }
-  for (int i = 0; i < 200 && reg->fallback_poll() < 500ms; ++i) std::this_thread::sleep_for(10ms);
-  EXPECT_GE(reg->fallback_poll(), 500ms) << "the subscriber did not come back";
+  for (int i = 0; i < 200 && w.fallback_poll() < 500ms; ++i) std::this_thread::sleep_for(10ms);
+  EXPECT_GE(w.fallback_poll(), 500ms) << "the subscriber did not come back";
   // The woken waiter tries again (as the core does), then sleeps.
-  EXPECT_TRUE(std::holds_alternative<spi::Busy>(b->try_acquire(w)));
+  EXPECT_FALSE(w.try_get());
   {
     std::unique_lock lock(mu);
     wakes = 0;
@@ -203,25 +196,22 @@ TEST_F(RedisServerErrorsTest, AHandedOverLockIsPickedUpWithoutARoundTrip) {
   auto b = backend(server_->uri());
   auto h = grant(*b, "ho", "c:h");
   ASSERT_TRUE(h);
-  auto w = req("ho", "c:w");
-  w.will_wait = true;
-  EXPECT_TRUE(std::holds_alternative<spi::Busy>(b->try_acquire(w)));  // queues
   std::mutex mu;
   std::condition_variable cv;
   bool woken = false;
-  auto reg = b->prepare_wait(w, [&] {
+  Acquire w(*b, {"ho", "c:w", LockMode::exclusive, 10s, false, true}, [&] {
     std::lock_guard lock(mu);
     woken = true;
     cv.notify_all();
   });
-  EXPECT_TRUE(std::holds_alternative<spi::Busy>(b->try_acquire(w)));
+  EXPECT_FALSE(w.try_get());  // queues, subscribes, looks again
   EXPECT_TRUE(b->release(*h));  // hands the lock to w
   {
     std::unique_lock lock(mu);
     ASSERT_TRUE(cv.wait_for(lock, 2s, [&] { return woken; }));
   }
   const long long before = evalsha_calls();
-  auto a = b->try_acquire(w);
+  auto a = w.attempt();
   EXPECT_EQ(evalsha_calls(), before) << "the pick-up went to the server";
   auto* held = std::get_if<HeldPtr>(&a);
   ASSERT_TRUE(held && *held);
@@ -238,7 +228,7 @@ TEST_F(RedisServerErrorsTest, AfterARestartNothingIsGrantedDuringTheGraceAndToke
   ASSERT_TRUE(server_->restart());  // no persistence: the lock and its counter are gone
   raw_ = std::make_unique<Raw>(server_->uri());
   const auto start = std::chrono::steady_clock::now();
-  auto a = b->try_acquire(req("rs", "c:b"));
+  auto a = Acquire(*b, Req{"rs", "c:b"}).attempt();
   ASSERT_TRUE(std::holds_alternative<spi::Busy>(a)) << "granted while the old holder may not know";
   auto after = std::get<spi::Busy>(a).retry_after;
   ASSERT_TRUE(after);

@@ -56,6 +56,27 @@ std::optional<std::string> Raw::string(std::initializer_list<std::string_view> a
   return std::string(r->str, r->len);
 }
 
+spi::AttemptRequest Req::get() const {
+  spi::AttemptRequest r;
+  r.name = name;
+  r.mode = mode;
+  r.owner_key = owner;
+  r.lease = lease;
+  r.fair = fair;
+  r.waiter_id = waiter.empty() ? owner : waiter;
+  r.will_wait = will_wait;
+  return r;
+}
+
+Acquire::Acquire(spi::Backend& backend, Req req, std::function<void()> wake)
+    : req_(std::move(req)), view_(req_.get()), acq_(backend.begin_acquire(view_, std::move(wake))) {}
+
+HeldPtr Acquire::try_get() {
+  auto a = attempt();
+  auto* held = std::get_if<HeldPtr>(&a);
+  return held ? *held : nullptr;
+}
+
 PrivateServer::PrivateServer() {
   char tmpl[] = "/tmp/dlock-redis-test-XXXXXX";
   if (::mkdtemp(tmpl) == nullptr) return;

@@ -4,6 +4,8 @@
 
 #include <sys/types.h>
 
+#include <chrono>
+#include <functional>
 #include <initializer_list>
 #include <memory>
 #include <optional>
@@ -36,6 +38,38 @@ class Raw {
  private:
   RedisOptions options_;
   std::unique_ptr<Connection> c_;
+};
+
+using HeldPtr = std::shared_ptr<spi::HeldLock>;
+
+// An acquire request that owns its strings (spi::AttemptRequest only views them).
+struct Req {
+  std::string name;
+  std::string owner;
+  LockMode mode = LockMode::exclusive;
+  std::chrono::milliseconds lease = std::chrono::seconds(10);
+  bool fair = false;
+  bool will_wait = false;
+  std::string waiter;  // empty: the owner key
+
+  spi::AttemptRequest get() const;
+};
+
+// One acquire call driven as the core drives it: begin_acquire, attempt() while it is busy,
+// then destroy (which abandons unless an attempt granted).
+class Acquire {
+ public:
+  Acquire(spi::Backend& backend, Req req, std::function<void()> wake = [] {});
+  spi::Attempt attempt() { return acq_->attempt(); }
+  // One attempt: the grant, or null when busy.
+  HeldPtr try_get();
+  std::chrono::milliseconds fallback_poll() const { return acq_->fallback_poll(); }
+  const Req& req() const { return req_; }
+
+ private:
+  const Req req_;
+  const spi::AttemptRequest view_;
+  std::unique_ptr<spi::Acquisition> acq_;
 };
 
 // A redis-server of our own on a unix socket in a temp dir; stopped by the destructor.

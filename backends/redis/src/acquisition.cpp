@@ -1,0 +1,77 @@
+#include "acquisition.h"
+
+#include <algorithm>
+
+#include "keys.h"
+#include "redis_backend.h"
+
+namespace dlock::redis {
+
+using std::chrono::milliseconds;
+
+namespace {
+constexpr milliseconds kDownPoll{25};  // poll while the subscriber is disconnected
+}  // namespace
+
+RedisAcquisition::RedisAcquisition(RedisBackend& backend, const spi::AttemptRequest& request,
+                                   std::function<void()> wake)
+    : backend_(backend), req_(request), wake_(std::move(wake)) {}
+
+RedisAcquisition::~RedisAcquisition() {
+  reg_.reset();  // no wake-ups from here on
+  // Only a caller that waits can have a queue entry or a grant it did not pick up.
+  if (req_.will_wait && tried_ && !granted_) backend_.abandon(req_);
+}
+
+spi::Attempt RedisAcquisition::attempt() {
+  spi::Attempt a = attempt_once();
+  if (req_.will_wait && !reg_ && std::holds_alternative<spi::Busy>(a)) {
+    // Pub/sub only delivers what is published after SUBSCRIBE: subscribe now, then look
+    // again, so a release between the first attempt and the subscription is seen.
+    register_for_wakeups();
+    a = attempt_once();
+  }
+  return a;
+}
+
+milliseconds RedisAcquisition::fallback_poll() const noexcept {
+  return reg_ ? reg_->fallback_poll() : kDownPoll;
+}
+
+spi::Attempt RedisAcquisition::attempt_once() {
+  bool registered = false;
+  if (sub_) {
+    // A waiter the queue handed the lock to picks it up without a round trip.
+    if (auto grant = sub_->before_attempt(req_.waiter_id, Clock::now(), registered)) {
+      if (grant->busy) return spi::Busy{grant->retry_after};
+      granted_ = true;
+      return backend_.make_held(req_, grant->token, grant->attempt_sent);
+    }
+  }
+  tried_ = true;  // before sending: a lost reply may still have queued us or granted
+  Clock::time_point sent;
+  const long long value = backend_.run_acquire(req_, registered, sent);
+  if (value > 0) {
+    granted_ = true;
+    return backend_.make_held(req_, static_cast<std::uint64_t>(value), sent);
+  }
+  spi::Busy busy;
+  if (value < 0) busy.retry_after = milliseconds(-value);
+  last_sent_ = sent;
+  holder_expiry_.reset();
+  if (busy.retry_after) holder_expiry_ = sent + *busy.retry_after;
+  return busy;
+}
+
+void RedisAcquisition::register_for_wakeups() {
+  const RedisOptions& o = backend_.options();
+  const LockKeys k(o.prefix, req_.name, o.db);
+  // Every waiter holds a queue entry and refreshes it with each attempt: often enough to
+  // stay within its heartbeat even if no grant message comes.
+  Subscriber::Polls polls{std::max(o.fair_heartbeat / 3, milliseconds(10)), kDownPoll};
+  polls.down = std::min(polls.down, polls.healthy);
+  sub_ = backend_.subscriber();
+  reg_ = sub_->add(k.channel, req_.waiter_id, polls, wake_, last_sent_, holder_expiry_);
+}
+
+}  // namespace dlock::redis
