@@ -27,23 +27,12 @@ struct DirWatcher::Entry {
   std::mutex calling;  // held while `wake` runs, so unregistering can wait for it
 };
 
-class DirWatcher::Registration : public spi::WaitRegistration {
- public:
-  Registration(std::shared_ptr<DirWatcher> watcher, std::string file_name,
-               std::shared_ptr<Entry> entry, std::chrono::milliseconds poll)
-      : watcher_(std::move(watcher)),
-        file_name_(std::move(file_name)),
-        entry_(std::move(entry)),
-        poll_(poll) {}
-  ~Registration() override { watcher_->unregister(file_name_, entry_); }
-  std::chrono::milliseconds fallback_poll() const noexcept override { return poll_; }
+DirWatcher::Registration::Registration(std::shared_ptr<DirWatcher> watcher,
+                                       std::string file_name,
+                                       std::shared_ptr<Entry> entry) noexcept
+    : watcher_(std::move(watcher)), file_name_(std::move(file_name)), entry_(std::move(entry)) {}
 
- private:
-  std::shared_ptr<DirWatcher> watcher_;
-  std::string file_name_;
-  std::shared_ptr<Entry> entry_;
-  std::chrono::milliseconds poll_;
-};
+DirWatcher::Registration::~Registration() { watcher_->unregister(file_name_, entry_); }
 
 std::shared_ptr<DirWatcher> DirWatcher::for_directory(const std::string& dir) {
   // Leaked on purpose: no destruction-order trouble at exit; it only holds weak pointers.
@@ -95,9 +84,8 @@ bool DirWatcher::add_watch() noexcept {
   return ::inotify_add_watch(inotify_.get(), dir_.c_str(), kMask) >= 0;
 }
 
-std::unique_ptr<spi::WaitRegistration> DirWatcher::watch(std::string file_name,
-                                                         std::function<void()> wake,
-                                                         std::chrono::milliseconds poll) {
+std::unique_ptr<DirWatcher::Registration> DirWatcher::watch(std::string file_name,
+                                                            std::function<void()> wake) {
   auto entry = std::make_shared<Entry>();
   entry->wake = std::move(wake);
   {
@@ -105,7 +93,7 @@ std::unique_ptr<spi::WaitRegistration> DirWatcher::watch(std::string file_name,
     entries_.emplace(file_name, entry);
   }
   return std::make_unique<Registration>(shared_from_this(), std::move(file_name),
-                                        std::move(entry), poll);
+                                        std::move(entry));
 }
 
 void DirWatcher::unregister(const std::string& file_name, const std::shared_ptr<Entry>& entry) {

@@ -26,13 +26,14 @@
 #include <unordered_map>
 #include <vector>
 
-#include "dlock/spi/backend.h"
 #include "unique_fd.h"
 
 namespace dlock::file {
 
 class DirWatcher : public std::enable_shared_from_this<DirWatcher> {
  public:
+  class Registration;
+
   // The watcher of `dir` shared by every provider of this process on that directory
   // (inotify instances are scarce: 128 per user by default). Thread-safe.
   // A forked child gets a watcher of its own.
@@ -55,16 +56,14 @@ class DirWatcher : public std::enable_shared_from_this<DirWatcher> {
   // overflow or loss of the watch.
   // Destroying the returned registration unregisters; after its destructor returns, `wake`
   // is never called again (the destructor waits for a call in progress, unless it runs on
-  // the watcher thread itself). `poll` is what its fallback_poll() reports.
-  std::unique_ptr<spi::WaitRegistration> watch(std::string file_name, std::function<void()> wake,
-                                               std::chrono::milliseconds poll);
+  // the watcher thread itself).
+  std::unique_ptr<Registration> watch(std::string file_name, std::function<void()> wake);
 
   // True while inotify watches the directory.
   bool healthy() const noexcept { return healthy_.load(); }
 
  private:
   struct Entry;
-  class Registration;
 
   void run();
   bool add_watch() noexcept;
@@ -84,6 +83,21 @@ class DirWatcher : public std::enable_shared_from_this<DirWatcher> {
   std::deque<std::pair<Clock::time_point, std::string>> echo_;
   const pid_t pid_;                      // the process whose thread this is
   std::unique_ptr<std::thread> thread_;  // a pointer, so a forked child can leak it
+};
+
+// One waiter's interest in one file name; unregisters when destroyed (never throws).
+class DirWatcher::Registration {
+ public:
+  Registration(std::shared_ptr<DirWatcher> watcher, std::string file_name,
+               std::shared_ptr<Entry> entry) noexcept;
+  ~Registration();
+  Registration(const Registration&) = delete;
+  Registration& operator=(const Registration&) = delete;
+
+ private:
+  std::shared_ptr<DirWatcher> watcher_;
+  std::string file_name_;
+  std::shared_ptr<Entry> entry_;
 };
 
 }  // namespace dlock::file

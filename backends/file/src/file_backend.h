@@ -6,7 +6,8 @@
 //   * byte range 0 ("gate"): writer preference. A writer takes the gate exclusively and
 //     keeps it while it waits for main, then drops it once main is held; a reader must pass
 //     the gate shared (take, then drop right after its main attempt), so a waiting writer
-//     blocks new readers. Each waiter keeps its own descriptor between attempts;
+//     blocks new readers. Each waiter keeps its own descriptor between attempts
+//     (owned by its FileAcquisition);
 //   * byte range 2 and bytes 0..31 of the contents: the fencing counter (fence_counter.h).
 // Each hold is its own open file description, so holds exclude each other whether they are
 // in different processes, or in one process (two providers, two owners). The kernel drops
@@ -22,14 +23,13 @@
 #pragma once
 
 #include <chrono>
+#include <functional>
 #include <memory>
-#include <mutex>
 #include <string>
-#include <unordered_map>
+#include <string_view>
 
 #include "dir_watcher.h"
 #include "dlock/spi/backend.h"
-#include "unique_fd.h"
 
 namespace dlock::file {
 
@@ -48,10 +48,9 @@ class FileBackend final : public spi::Backend {
   ~FileBackend() override;
 
   const Capabilities& capabilities() const noexcept override { return caps_; }
-  spi::Attempt try_acquire(const spi::AttemptRequest& request) override;
-  std::unique_ptr<spi::WaitRegistration> prepare_wait(const spi::AttemptRequest& request,
-                                                      std::function<void()> wake) override;
-  void abandon(const spi::AttemptRequest& request) noexcept override;
+  // A FileAcquisition (file_acquisition.h): owns the waiter's descriptor and wake-ups.
+  std::unique_ptr<spi::Acquisition> begin_acquire(const spi::AttemptRequest& request,
+                                                  std::function<void()> wake) override;
   bool release(spi::HeldLock& lock) override;
   void extend_many(std::span<spi::HeldLock* const> locks, std::chrono::milliseconds lease,
                    std::span<spi::RenewStatus> out) noexcept override;
@@ -60,21 +59,9 @@ class FileBackend final : public spi::Backend {
   std::string path_for(std::string_view name) const;
 
  private:
-  // A waiting acquire's descriptor, kept between its attempts (see dir_watcher.h for why).
-  struct Waiter {
-    UniqueFd fd;
-    bool gate_held = false;  // writers: this descriptor holds the gate
-  };
-  enum class Outcome { granted, busy, replaced };
-
-  Waiter take_waiter(std::string_view waiter_id);
-  Outcome attempt(Waiter& w, LockMode mode, const std::string& path);
-
   const FileConfig config_;
   Capabilities caps_;
   std::shared_ptr<DirWatcher> watcher_;
-  std::mutex mu_;  // guards waiters_
-  std::unordered_map<std::string, Waiter> waiters_;
 };
 
 }  // namespace dlock::file
