@@ -1,0 +1,151 @@
+// ScriptedBackend: a fake backend whose answers the test scripts, to test the core (not a
+// server): grants, busy answers, probes and renewals that answer, fail, stall or find
+// nothing, releases, and per-acquire objects, all counted.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <set>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "dlock/error.h"
+#include "dlock/spi/backend.h"
+#include "dlock/spi/session_holds.h"
+
+namespace dlock::testing {
+
+using Clock = std::chrono::steady_clock;
+using std::chrono::milliseconds;
+
+class ScriptedBackend final : public spi::Backend {
+ public:
+  // `lease`: default_lease (S for a session backend).
+  ScriptedBackend(milliseconds lease, Liveness liveness) {
+    caps_.default_lease = lease;
+    caps_.liveness = liveness;
+    caps_.push_wakeup = true;
+    caps_.lost_signal_bound = lease;
+    caps_.crash_release_bound = lease;
+  }
+
+  const Capabilities& capabilities() const noexcept override { return caps_; }
+
+  std::unique_ptr<spi::Acquisition> begin_acquire(const spi::AttemptRequest& request,
+                                                  std::function<void()> wake) override {
+    ++acquisitions_started;
+    return std::make_unique<Acquisition>(*this, request, std::move(wake));
+  }
+
+  bool release(spi::HeldLock& lock) override {
+    std::lock_guard guard(mu);
+    releases.push_back({lock.name(), Clock::now()});
+    session.remove(lock);
+    bool held = holders.erase(lock.name()) > 0;
+    for (auto& w : waiters) w();
+    return held && release_answer;
+  }
+
+  void extend_many(std::span<spi::HeldLock* const> locks, milliseconds lease,
+                   std::span<spi::RenewStatus> out) noexcept override {
+    Clock::time_point sent = Clock::now();
+    std::this_thread::sleep_for(renew_delay.load());
+    std::lock_guard guard(mu);
+    renewals.push_back({lease, Clock::now()});
+    for (std::size_t i = 0; i < locks.size(); ++i) {
+      out[i] = answer.load();
+      if (out[i] != spi::RenewStatus::renewed) continue;
+      locks[i]->set_server_expiry(estimate(sent, lease));
+      holders.insert(locks[i]->name());  // a late renewal re-arms what it renews
+    }
+  }
+
+  // The server-side end of a hold taken or renewed at `sent`.
+  Clock::time_point estimate(Clock::time_point sent, milliseconds lease) const {
+    return sent + (caps_.liveness == Liveness::session ? caps_.default_lease : lease);
+  }
+
+  std::size_t releases_of(const std::string& name) {
+    std::lock_guard guard(mu);
+    std::size_t n = 0;
+    for (auto& r : releases) n += r.name == name;
+    return n;
+  }
+  std::size_t renewal_count() {
+    std::lock_guard guard(mu);
+    return renewals.size();
+  }
+  bool held(const std::string& name) {
+    std::lock_guard guard(mu);
+    return holders.count(name) > 0;
+  }
+
+  struct Release {
+    std::string name;
+    Clock::time_point at;
+  };
+  struct Renewal {
+    milliseconds lease;
+    Clock::time_point at;
+  };
+
+  std::mutex mu;
+  std::set<std::string> holders;                  // guarded by mu
+  std::vector<Release> releases;                  // guarded by mu
+  std::vector<Renewal> renewals;                  // guarded by mu
+  std::vector<std::function<void()>> waiters;     // wake functions; guarded by mu
+  spi::SessionHolds session;                      // every hold granted (one session)
+  std::atomic<spi::RenewStatus> answer{spi::RenewStatus::renewed};
+  std::atomic<milliseconds> renew_delay{milliseconds(0)};
+  std::atomic<bool> release_answer{true};
+  // Attempts throw Error(unavailable) until this time.
+  std::atomic<Clock::time_point> unavailable_until{Clock::time_point::min()};
+  std::atomic<int> acquisitions_started{0};
+  std::atomic<int> acquisitions_abandoned{0};  // destroyed without a grant
+  std::atomic<int> acquisitions_granted{0};
+
+ private:
+  class Acquisition final : public spi::Acquisition {
+   public:
+    Acquisition(ScriptedBackend& b, const spi::AttemptRequest& r, std::function<void()> wake)
+        : b_(b), r_(r) {
+      std::lock_guard guard(b_.mu);
+      b_.waiters.push_back(std::move(wake));
+    }
+    ~Acquisition() override {
+      if (!granted_) ++b_.acquisitions_abandoned;
+    }
+    spi::Attempt attempt() override {
+      if (Clock::now() < b_.unavailable_until.load()) {
+        throw Error(ErrorCode::unavailable, "scripted: server unavailable");
+      }
+      std::shared_ptr<spi::HeldLock> lock;
+      {
+        std::lock_guard guard(b_.mu);
+        if (!b_.holders.insert(std::string(r_.name)).second) return spi::Busy{};
+        lock = std::make_shared<spi::HeldLock>(std::string(r_.name), r_.mode, std::string(r_.owner_key),
+                                               ++b_.next_token_, b_.estimate(Clock::now(), r_.lease));
+      }
+      b_.session.add(lock);
+      granted_ = true;
+      ++b_.acquisitions_granted;
+      return lock;
+    }
+    milliseconds fallback_poll() const noexcept override { return std::chrono::hours(24); }
+
+   private:
+    ScriptedBackend& b_;
+    const spi::AttemptRequest& r_;
+    bool granted_ = false;
+  };
+
+  Capabilities caps_;
+  std::uint64_t next_token_ = 0;  // guarded by mu
+};
+
+}  // namespace dlock::testing
