@@ -39,7 +39,7 @@ void ProviderCore::validate(std::string_view name, LockMode mode, const AcquireO
 }
 
 std::optional<Lease> ProviderCore::reenter(const Key& key, LockMode mode, Clock::time_point deadline) {
-  std::unique_lock lock(mu_);
+  Lock lock(mu_);
   while (true) {
     auto it = holds_.find(key);
     if (it == holds_.end()) return std::nullopt;
@@ -52,7 +52,7 @@ std::optional<Lease> ProviderCore::reenter(const Key& key, LockMode mode, Clock:
     }
     if (st->releasing) {
       // Our own last hold is being released on the backend: one round trip at most.
-      if (released_.wait_until(lock, deadline) == std::cv_status::timeout && Clock::now() >= deadline) {
+      if (released_.wait_until(lock.native(), deadline) == std::cv_status::timeout && Clock::now() >= deadline) {
         return std::nullopt;
       }
       continue;
@@ -113,7 +113,7 @@ std::optional<Lease> ProviderCore::try_acquire(std::string_view name, LockMode m
     plan.server_margin = loss_margin(lease);
   }
   {
-    std::lock_guard lock(mu_);
+    Lock lock(mu_);
     holds_[key] = st;  // replaces a lost or released entry of the same owner
   }
   scheduler_.watch(st, plan);
@@ -127,7 +127,7 @@ std::optional<Lease> ProviderCore::try_acquire(std::string_view name, LockMode m
 bool ProviderCore::release(Hold& hold) {
   auto& st = *hold.state();
   {
-    std::unique_lock lock(mu_);
+    Lock lock(mu_);
     if (hold.released()) return false;
     if (st.ended || st.lock->lost()) {
       hold.set_released();
@@ -153,13 +153,13 @@ bool ProviderCore::release(Hold& hold) {
   try {
     was_held = backend_->release(*st.lock);
   } catch (...) {
-    std::lock_guard lock(mu_);
+    Lock lock(mu_);
     st.releasing = false;
     released_.notify_all();
     throw;  // the hold stays; release() may be called again
   }
   {
-    std::lock_guard lock(mu_);
+    Lock lock(mu_);
     hold.set_released();
     st.holds = 0;
     st.releasing = false;
@@ -180,7 +180,7 @@ void ProviderCore::extend(Hold& hold, milliseconds lease) {
   if (lease.count() <= 0) invalid("lease must be > 0");
   auto& st = *hold.state();
   {
-    std::lock_guard lock(mu_);
+    Lock lock(mu_);
     if (hold.released() || st.ended || st.lock->lost()) {
       throw Error(ErrorCode::not_held, "lease of '" + st.lock->name() + "' is no longer held");
     }
@@ -213,7 +213,7 @@ void ProviderCore::extend(Hold& hold, milliseconds lease) {
 
 bool ProviderCore::give_up(const std::shared_ptr<HoldState>& state, Clock::time_point release_at) noexcept {
   {
-    std::lock_guard lock(mu_);
+    Lock lock(mu_);
     if (state->ended) return false;
     state->ended = true;
   }

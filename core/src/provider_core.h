@@ -15,6 +15,7 @@
 #include "dlock/wait.h"
 #include "hold.h"
 #include "scheduler.h"
+#include "sync.h"
 
 namespace dlock::detail {
 
@@ -43,19 +44,21 @@ class ProviderCore : public std::enable_shared_from_this<ProviderCore> {
 
   void validate(std::string_view name, LockMode mode, const AcquireOptions& options) const;
   // Re-entry by an owner that already holds the name; nullopt if it holds nothing usable.
-  std::optional<Lease> reenter(const Key& key, LockMode mode, Clock::time_point deadline);
+  std::optional<Lease> reenter(const Key& key, LockMode mode, Clock::time_point deadline)
+      DLOCK_EXCLUDES(mu_);
   // REQUIRES: mu_ held. Drops the map's reference to `st` once no Lease holds it: the map
   // must never keep a HoldState (and through it this core) alive on its own.
-  void forget_locked(const HoldState& st);
+  void forget_locked(const HoldState& st) DLOCK_REQUIRES(mu_);
 
   std::shared_ptr<spi::Backend> backend_;
   const Capabilities caps_;
   const std::string client_id_;
   std::atomic<std::uint64_t> next_seq_{1};
 
-  std::mutex mu_;
-  std::condition_variable released_;          // a releasing HoldState finished
-  std::map<Key, std::shared_ptr<HoldState>> holds_;  // guarded by mu_
+  // Also guards every HoldState's holds/releasing/ended (see hold.h).
+  Mutex mu_;
+  std::condition_variable released_;  // a releasing HoldState finished; waits on mu_
+  std::map<Key, std::shared_ptr<HoldState>> holds_ DLOCK_GUARDED_BY(mu_);
 
   Scheduler scheduler_;  // last: stopped first
 };

@@ -3,13 +3,14 @@
 
 #include "dlock/error.h"
 #include "dlock/open.h"
+#include "sync.h"
 
 namespace dlock {
 namespace {
 
 struct Registry {
-  std::mutex mu;
-  std::map<std::string, ProviderFactory> factories;
+  detail::Mutex mu;
+  std::map<std::string, ProviderFactory> factories DLOCK_GUARDED_BY(mu);
 };
 
 // A function-local static: backends register from static initializers of other TUs.
@@ -18,7 +19,7 @@ Registry& registry() {
   return r;
 }
 
-std::vector<std::string> schemes_locked(const Registry& r) {
+std::vector<std::string> schemes_locked(Registry& r) DLOCK_REQUIRES(r.mu) {
   std::vector<std::string> out;
   for (const auto& [scheme, factory] : r.factories) out.push_back(scheme);
   return out;
@@ -34,7 +35,7 @@ std::string join(const std::vector<std::string>& v) {
 
 void register_scheme(std::string scheme, ProviderFactory factory) {
   auto& r = registry();
-  std::lock_guard lock(r.mu);
+  detail::Lock lock(r.mu);
   if (!r.factories.emplace(scheme, std::move(factory)).second) {
     throw Error(ErrorCode::invalid_argument, "scheme '" + scheme + "' is already registered");
   }
@@ -42,7 +43,7 @@ void register_scheme(std::string scheme, ProviderFactory factory) {
 
 std::vector<std::string> registered_schemes() {
   auto& r = registry();
-  std::lock_guard lock(r.mu);
+  detail::Lock lock(r.mu);
   return schemes_locked(r);
 }
 
@@ -51,7 +52,7 @@ std::shared_ptr<ILockProvider> open(std::string_view text) {
   ProviderFactory factory;
   {
     auto& r = registry();
-    std::lock_guard lock(r.mu);
+    detail::Lock lock(r.mu);
     auto it = r.factories.find(uri.scheme);
     if (it == r.factories.end()) {
       throw Error(ErrorCode::invalid_argument, "unknown scheme '" + uri.scheme + "' in " +

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "provider_core.h"
+#include "sync.h"
 
 namespace dlock::detail {
 
@@ -19,16 +20,17 @@ using std::chrono::milliseconds;
 
 struct Scheduler::Shared {
   std::shared_ptr<spi::Backend> backend;
-  std::mutex mu;
-  std::condition_variable timekeeper_cv;
-  std::condition_variable worker_cv;
-  bool stop = false;                              // guarded by mu
-  std::vector<std::weak_ptr<HoldState>> entries;  // guarded by mu
-  std::size_t compacted_size = 0;                 // entries after the last compaction
-  std::deque<std::function<void()>> jobs;         // for the worker; guarded by mu
+  // Also guards the watchdog's fields of every HoldState (see hold.h).
+  Mutex mu;
+  std::condition_variable timekeeper_cv;  // waits on mu
+  std::condition_variable worker_cv;      // waits on mu
+  bool stop DLOCK_GUARDED_BY(mu) = false;
+  std::vector<std::weak_ptr<HoldState>> entries DLOCK_GUARDED_BY(mu);
+  std::size_t compacted_size DLOCK_GUARDED_BY(mu) = 0;  // entries after the last compaction
+  std::deque<std::function<void()>> jobs DLOCK_GUARDED_BY(mu);  // for the worker
   // When the sleeping timekeeper wakes next; time_point::min() while it is awake (it
   // re-plans under mu before sleeping, so it sees every entry added meanwhile).
-  Clock::time_point sleeping_until = Clock::time_point::min();
+  Clock::time_point sleeping_until DLOCK_GUARDED_BY(mu) = Clock::time_point::min();
   // Set by poke() without the mutex (it runs in lost callbacks, which may race with the
   // destruction of a hold under the mutex): the timekeeper re-plans before sleeping.
   std::atomic<bool> poked{false};
@@ -68,7 +70,7 @@ struct Tick {
 };
 
 // Under shared.mu: drops finished entries and sorts the rest into what is due now.
-Tick plan_tick(Scheduler::Shared& shared, Clock::time_point now) {
+Tick plan_tick(Scheduler::Shared& shared, Clock::time_point now) DLOCK_REQUIRES(shared.mu) {
   Tick t;
   std::vector<std::shared_ptr<HoldState>> candidates;  // renewals due within the slack
   Clock::time_point earliest_candidate = Clock::time_point::max();
@@ -136,7 +138,7 @@ Tick plan_tick(Scheduler::Shared& shared, Clock::time_point now) {
   return t;
 }
 
-void queue_release(Scheduler::Shared& shared, std::shared_ptr<HoldState> st) {
+void queue_release(Scheduler::Shared& shared, std::shared_ptr<HoldState> st) DLOCK_REQUIRES(shared.mu) {
   shared.jobs.push_back([st = std::move(st)] { st->core->release_given_up(*st); });
   shared.worker_cv.notify_one();
 }
@@ -150,7 +152,7 @@ void renew(Scheduler::Shared& shared, milliseconds lease, std::vector<std::share
   shared.backend->extend_many(locks, lease, out);
   std::vector<std::shared_ptr<HoldState>> lost;
   {
-    std::lock_guard lock(shared.mu);
+    Lock lock(shared.mu);
     for (std::size_t i = 0; i < group.size(); ++i) {
       auto& st = group[i];
       st->renewing = false;
@@ -175,7 +177,7 @@ void renew(Scheduler::Shared& shared, milliseconds lease, std::vector<std::share
 }
 
 void run_timekeeper(std::shared_ptr<Scheduler::Shared> shared) {
-  std::unique_lock lock(shared->mu);
+  Lock lock(shared->mu);
   while (!shared->stop) {
     Tick t = plan_tick(*shared, Clock::now());
     for (auto& [lease, group] : t.due) {
@@ -196,15 +198,15 @@ void run_timekeeper(std::shared_ptr<Scheduler::Shared> shared) {
     if (shared->stop) break;
     if (shared->poked.exchange(false)) continue;
     shared->sleeping_until = t.next_wake;
-    shared->timekeeper_cv.wait_until(lock, t.next_wake);  // any notify re-plans
+    shared->timekeeper_cv.wait_until(lock.native(), t.next_wake);  // any notify re-plans
     shared->sleeping_until = Clock::time_point::min();
   }
 }
 
 void run_worker(std::shared_ptr<Scheduler::Shared> shared) {
-  std::unique_lock lock(shared->mu);
+  Lock lock(shared->mu);
   while (true) {
-    shared->worker_cv.wait(lock, [&] { return shared->stop || !shared->jobs.empty(); });
+    while (!shared->stop && shared->jobs.empty()) shared->worker_cv.wait(lock.native());
     if (shared->stop) break;
     auto job = std::move(shared->jobs.front());
     shared->jobs.pop_front();
@@ -241,7 +243,7 @@ Scheduler::~Scheduler() {
     return;
   }
   {
-    std::lock_guard lock(shared_->mu);
+    Lock lock(shared_->mu);
     shared_->stop = true;  // no job can be pending: each would keep this provider alive
   }
   shared_->timekeeper_cv.notify_all();
@@ -253,7 +255,7 @@ Scheduler::~Scheduler() {
 void Scheduler::watch(const std::shared_ptr<HoldState>& state, const WatchPlan& plan) {
   bool sooner;
   {
-    std::lock_guard lock(shared_->mu);
+    Lock lock(shared_->mu);
     state->renew_lease = plan.renew_lease;
     state->server_margin = plan.server_margin;
     state->client_margin = plan.client_margin;
@@ -280,7 +282,7 @@ void Scheduler::watch(const std::shared_ptr<HoldState>& state, const WatchPlan& 
 
 void Scheduler::stop_renewing(HoldState& state, milliseconds lease) {
   {
-    std::lock_guard lock(shared_->mu);
+    Lock lock(shared_->mu);
     state.renew_lease.reset();
     state.server_margin = loss_margin(lease);
     state.next_renew = Clock::time_point::max();
@@ -290,7 +292,7 @@ void Scheduler::stop_renewing(HoldState& state, milliseconds lease) {
 
 void Scheduler::set_client_lease(HoldState& state, milliseconds lease) {
   {
-    std::lock_guard lock(shared_->mu);
+    Lock lock(shared_->mu);
     state.client_margin = loss_margin(lease);
   }
   shared_->timekeeper_cv.notify_all();  // the loss deadline moved
@@ -298,7 +300,7 @@ void Scheduler::set_client_lease(HoldState& state, milliseconds lease) {
 
 void Scheduler::release_given_up_at(const std::shared_ptr<HoldState>& state, Clock::time_point at) {
   {
-    std::lock_guard lock(shared_->mu);
+    Lock lock(shared_->mu);
     state->release_at = at;
     if (!state->watched) {  // dropped meanwhile (or never watched): watch it for the release
       shared_->entries.push_back(state);
@@ -309,7 +311,7 @@ void Scheduler::release_given_up_at(const std::shared_ptr<HoldState>& state, Clo
 }
 
 bool Scheduler::take_pending_release(HoldState& state) {
-  std::lock_guard lock(shared_->mu);
+  Lock lock(shared_->mu);
   if (state.release_at == Clock::time_point::max() || state.cleaned) return false;
   state.release_at = Clock::time_point::max();
   state.cleaned = true;

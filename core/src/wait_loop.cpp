@@ -6,6 +6,7 @@
 #include <optional>
 
 #include "dlock/error.h"
+#include "sync.h"
 
 namespace dlock::detail {
 namespace {
@@ -17,21 +18,22 @@ class Notifier {
  public:
   void notify() {
     {
-      std::lock_guard lock(mu_);
+      Lock lock(mu_);
       flag_ = true;
     }
     cv_.notify_one();
   }
   void wait_until(Clock::time_point t) {
-    std::unique_lock lock(mu_);
-    cv_.wait_until(lock, t, [&] { return flag_; });
+    Lock lock(mu_);
+    while (!flag_ && cv_.wait_until(lock.native(), t) == std::cv_status::no_timeout) {
+    }
     flag_ = false;
   }
 
  private:
-  std::mutex mu_;
+  Mutex mu_;
   std::condition_variable cv_;
-  bool flag_ = false;
+  bool flag_ DLOCK_GUARDED_BY(mu_) = false;
 };
 
 constexpr milliseconds kForever{std::chrono::hours(24)};
