@@ -1,0 +1,83 @@
+// mem:// as a backend: its URI, its spaces, its saboteur, and what a given-up waiter leaves.
+#include <gtest/gtest.h>
+
+#include <thread>
+
+#include "dlock/backends/mem.h"
+#include "dlock/dlock.h"
+
+namespace dlock {
+namespace {
+
+using namespace std::chrono_literals;
+
+TEST(MemUri, RejectsWhatItDoesNotTake) {
+  for (const char* uri : {"mem://u:secret@space", "mem://space:12", "mem://space/path",
+                          "mem://space?lease=fast", "mem://space?color=red"}) {
+    try {
+      (void)dlock::open(uri);
+      ADD_FAILURE() << uri << " was accepted";
+    } catch (const Error& e) {
+      EXPECT_EQ(e.code(), ErrorCode::invalid_argument) << uri;
+      EXPECT_EQ(std::string(e.what()).find("secret"), std::string::npos) << e.what();
+    }
+  }
+  EXPECT_EQ(dlock::open("mem://s?lease=2s")->capabilities().default_lease, 2s);
+}
+
+TEST(MemSpaces, SameSpaceExcludesOtherSpacesDoNot) {
+  auto a = dlock::open("mem://mem-test-space-1");
+  auto b = dlock::open("mem://mem-test-space-1");
+  auto c = dlock::open("mem://mem-test-space-2");
+  auto held = a->try_lock("n");
+  ASSERT_TRUE(held);
+  EXPECT_FALSE(b->try_lock("n")) << "two providers of one space both got the lock";
+  EXPECT_TRUE(c->try_lock("n")) << "spaces are not independent";
+}
+
+TEST(MemSaboteur, BreakLockFiresTheLostSignalAtTheNextRenewal) {
+  auto p = dlock::open("mem://mem-test-break?lease=300ms");
+  auto l = p->try_lock("n");
+  ASSERT_TRUE(l);
+  mem::break_lock("mem-test-break", "n");
+  auto until = std::chrono::steady_clock::now() + 2s;
+  while (!l->lost_token().stop_requested() && std::chrono::steady_clock::now() < until) {
+    std::this_thread::sleep_for(5ms);
+  }
+  EXPECT_TRUE(l->lost_token().stop_requested());
+  EXPECT_FALSE(l->release());
+  EXPECT_TRUE(p->try_lock("n"));
+}
+
+// A writer that waited and gave up must not keep new readers out (writer preference ends
+// with the writer's acquire).
+TEST(MemWaiters, WriterThatGaveUpLeavesNoPreferenceBehind) {
+  auto p = dlock::open("mem://mem-test-writer");
+  auto reader = p->try_lock_shared("n");
+  ASSERT_TRUE(reader);
+  std::thread writer([&] { EXPECT_FALSE(p->try_lock("n", Wait::for_duration(100ms), {.owner = std::string("w")})); });
+  writer.join();
+  EXPECT_TRUE(p->try_lock_shared("n", Wait::try_once(), {.owner = std::string("r2")}));
+}
+
+// A fair waiter that gave up leaves the queue at once: the next one is served.
+TEST(MemWaiters, FairWaiterThatGaveUpLeavesTheQueue) {
+  auto p = dlock::open("mem://mem-test-fair");
+  auto holder = p->try_lock("n", Wait::try_once(), {.fair = true});
+  ASSERT_TRUE(holder);
+  std::thread first([&] {
+    EXPECT_FALSE(p->try_lock("n", Wait::for_duration(50ms), {.owner = std::string("a"), .fair = true}));
+  });
+  first.join();
+  std::optional<Lease> got;
+  std::thread second([&] { got = p->try_lock("n", Wait::for_duration(2s), {.owner = std::string("b"), .fair = true}); });
+  std::this_thread::sleep_for(50ms);
+  auto released = std::chrono::steady_clock::now();
+  holder->release();
+  second.join();
+  ASSERT_TRUE(got);
+  EXPECT_LT(std::chrono::steady_clock::now() - released, 500ms) << "a gone waiter held up the queue";
+}
+
+}  // namespace
+}  // namespace dlock
