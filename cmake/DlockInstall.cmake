@@ -20,6 +20,7 @@ install(EXPORT dlockTargets NAMESPACE dlock:: FILE dlockTargets.cmake
 # Well-known imported targets a dlock library might link: "target|cmake package|pc module".
 set(_dlock_known_deps
     "PostgreSQL::PostgreSQL|PostgreSQL|libpq"
+    "OpenSSL::Crypto|OpenSSL|libcrypto"
     "fmt::fmt|fmt|fmt"
     "fmt::fmt-header-only|fmt|fmt"
     "spdlog::spdlog|spdlog|spdlog"

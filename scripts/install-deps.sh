@@ -28,7 +28,7 @@ done
 
 # Build toolchain, the libraries core/backends/adapters/tests link, and the client
 # libraries of the optional backends (mysql, zookeeper, postgres).
-build_pkgs=(g++ clang-14 cmake make pkg-config libhiredis-dev libfmt-dev libcli11-dev liburiparser-dev
+build_pkgs=(g++ clang-14 cmake make pkg-config libssl-dev libhiredis-dev libfmt-dev libcli11-dev liburiparser-dev
             libgtest-dev libgmock-dev libbenchmark-dev netcat-openbsd python3
             libmysqlcppconn-dev libzookeeper-mt-dev libpq-dev)
 # zookeeper depends on default-jre; default-jre-headless is what the JVM needs to run it here.
