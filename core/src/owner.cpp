@@ -1,9 +1,9 @@
 #include "owner.h"
 
+#include <atomic>
+#include <cstdint>
 #include <cstdio>
-#include <functional>
 #include <random>
-#include <thread>
 
 namespace dlock::detail {
 
@@ -14,8 +14,14 @@ std::string random_client_id() {
   return std::string(buf, 32);
 }
 
+// A number drawn once per thread from a process-wide counter, never from std::thread::id:
+// glibc gives a joined thread's id to the next thread it starts, which would make that
+// thread a re-entrant holder of every lock the exited thread left held (a double grant).
 std::string thread_owner() {
-  return "thread-" + std::to_string(std::hash<std::thread::id>{}(std::this_thread::get_id()));
+  static std::atomic<std::uint64_t> next{1};
+  thread_local const std::string owner =
+      "thread-" + std::to_string(next.fetch_add(1, std::memory_order_relaxed));
+  return owner;
 }
 
 }  // namespace dlock::detail

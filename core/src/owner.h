@@ -9,7 +9,8 @@ namespace dlock::detail {
 // so owners of different processes and providers never collide (never a timestamp).
 std::string random_client_id();
 
-// The calling thread's owner id, "thread-<n>"; unique among live threads of this process.
+// The calling thread's owner id, "thread-<n>": unique for the life of the process, never
+// reused after the thread exits (unlike std::thread::id).
 std::string thread_owner();
 
 }  // namespace dlock::detail
