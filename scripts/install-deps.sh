@@ -27,9 +27,10 @@ for arg in "$@"; do
 done
 
 # Build toolchain, the libraries core/backends/adapters/tests link, and the client
-# libraries of the optional backends (mysql, zookeeper, postgres).
+# libraries of the optional backends (mysql, zookeeper, postgres). `locales` holds the locale
+# sources a unit test compiles de_DE from (Duration.IgnoresTheProcessLocale).
 build_pkgs=(g++ clang-14 cmake make pkg-config libssl-dev libhiredis-dev libfmt-dev libcli11-dev liburiparser-dev
-            libgtest-dev libgmock-dev libbenchmark-dev netcat-openbsd python3
+            libgtest-dev libgmock-dev libbenchmark-dev netcat-openbsd python3 locales
             libmysqlcppconn-dev libzookeeper-mt-dev libpq-dev)
 # zookeeper depends on default-jre; default-jre-headless is what the JVM needs to run it here.
 # redis-tools, mariadb-client and postgresql-client come in with their servers.

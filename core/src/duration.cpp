@@ -1,7 +1,9 @@
 #include "dlock/duration.h"
 
+#include <charconv>
 #include <cmath>
 #include <string>
+#include <system_error>
 
 #include "dlock/error.h"
 
@@ -44,7 +46,12 @@ std::chrono::milliseconds parse_duration(std::string_view text) {
   if (text.empty()) bad(text, "empty");
   if (!text.empty() && text[0] == '-') bad(text, "negative");
   if (!digits) bad(text, "no number");
-  double value = std::stod(std::string(text.substr(0, i)));
+  // std::from_chars reads '.' whatever the process locale (std::stod would stop at the '.'
+  // under a comma-decimal locale such as de_DE and turn "1.5s" into 1 s).
+  double value = 0;
+  auto [end, ec] = std::from_chars(text.data(), text.data() + i, value, std::chars_format::fixed);
+  if (ec == std::errc::result_out_of_range) bad(text, "too large");
+  if (ec != std::errc() || end != text.data() + i) bad(text, "bad number");
   double ms = value * unit_ms(text.substr(i), text);
   if (!(ms <= kMaxMs)) bad(text, "too large");
   return std::chrono::milliseconds(static_cast<std::int64_t>(std::ceil(ms)));
