@@ -84,18 +84,70 @@ HostPort parse_host(std::string_view host, std::string_view text) {
 
 }  // namespace
 
+namespace {
+// A parameter's value as an error message may quote it.
+std::string shown(std::string_view key, const std::string& value) {
+  return is_secret_param(key) ? "***" : value;
+}
+}  // namespace
+
+bool is_secret_param(std::string_view key) {
+  std::string k;
+  for (std::size_t i = 0; i < key.size(); ++i) {  // decoded, so "pass%77ord" is caught too
+    if (key[i] == '%' && i + 2 < key.size() && std::isxdigit(static_cast<unsigned char>(key[i + 1])) &&
+        std::isxdigit(static_cast<unsigned char>(key[i + 2]))) {
+      k += static_cast<char>(std::stoi(std::string(key.substr(i + 1, 2)), nullptr, 16));
+      i += 2;
+    } else {
+      k += key[i];
+    }
+  }
+  std::transform(k.begin(), k.end(), k.begin(), [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+  for (std::string_view word : {"pass", "pwd", "secret", "token", "auth", "cred"}) {
+    if (k.find(word) != std::string::npos) return true;
+  }
+  return false;
+}
+
+// Works on text that may not parse, so it over-masks rather than guess: the password runs
+// from the first ':' after "scheme://" to the LAST '@' of the whole text, because a password
+// may hold an unencoded '@', '/', '?' or '#' (a URI with an '@' in its path or query loses
+// that part of the printout, never a secret). Then every secret-looking query value.
 std::string redact_uri(std::string_view text) {
   std::string s(text);
   std::size_t start = s.find("://");
   start = start == std::string::npos ? 0 : start + 3;
-  std::size_t end = s.find_first_of("/?#", start);
-  if (end == std::string::npos) end = s.size();
-  std::size_t at = s.rfind('@', end);
-  if (at == std::string::npos || at < start) return s;
-  std::size_t colon = s.find(':', start);
-  if (start == 0) return "***" + s.substr(at);  // no scheme: cannot tell user from password
-  if (colon == std::string::npos || colon > at) return s;
-  return s.substr(0, colon + 1) + "***" + s.substr(at);
+  std::size_t rest = start;  // where the query search starts: after the masked userinfo
+  std::size_t at = s.rfind('@');
+  if (at != std::string::npos && at >= start) {
+    std::size_t colon = s.find(':', start);
+    if (start == 0) {
+      s = "***" + s.substr(at);  // no scheme: cannot tell user from password
+      rest = 3;
+    } else if (colon < at) {
+      s = s.substr(0, colon + 1) + "***" + s.substr(at);
+      rest = colon + 4;
+    } else {
+      rest = at;
+    }
+  }
+  std::size_t q = s.find('?', rest);
+  if (q == std::string::npos) return s;
+  std::string out = s.substr(0, q + 1);
+  std::size_t pos = q + 1;
+  while (true) {
+    std::size_t amp = s.find('&', pos);
+    std::string item = s.substr(pos, amp == std::string::npos ? std::string::npos : amp - pos);
+    std::size_t eq = item.find('=');
+    if (eq != std::string::npos && is_secret_param(std::string_view(item).substr(0, eq))) {
+      item = item.substr(0, eq + 1) + "***";
+    }
+    out += item;
+    if (amp == std::string::npos) break;
+    out += '&';
+    pos = amp + 1;
+  }
+  return out;
 }
 
 Uri Uri::parse(std::string_view text) {
@@ -109,6 +161,14 @@ Uri Uri::parse(std::string_view text) {
   std::size_t auth_end = s.find_first_of("/?#", auth_begin);
   if (auth_end == std::string::npos) auth_end = s.size();
   std::size_t at = s.rfind('@', auth_end);
+  // "u:pw/x@h": a password with an unencoded '/', '?' or '#' ends the authority early, and
+  // what follows would be read as host, port and path, printing part of the password in
+  // messages ("bad port 'pw'") and connecting elsewhere. Refused before anything is quoted.
+  if ((at == std::string::npos || at < auth_begin) && s.find(':', auth_begin) < auth_end &&
+      s.find('@', auth_end) != std::string::npos) {
+    bad(text, "'@' after the host: percent-encode '/', '?', '#' and '@' in a user name or password "
+              "(%2F, %3F, %23, %40), and '@' elsewhere as %40");
+  }
   std::size_t hosts_begin = (at != std::string::npos && at >= auth_begin) ? at + 1 : auth_begin;
   std::string host_list = s.substr(hosts_begin, auth_end - hosts_begin);
   std::vector<std::string> extra_hosts;
@@ -186,9 +246,7 @@ std::string Uri::redacted() const {
   out += path;
   for (std::size_t i = 0; i < params.size(); ++i) {
     const auto& [key, value] = params[i];
-    bool secret = key.find("pass") != std::string::npos || key.find("secret") != std::string::npos ||
-                  key.find("token") != std::string::npos;
-    out += (i ? "&" : "?") + key + "=" + (secret ? "***" : value);
+    out += (i ? "&" : "?") + key + "=" + (is_secret_param(key) ? "***" : value);
   }
   return out;
 }
@@ -214,8 +272,8 @@ std::optional<std::chrono::milliseconds> UriParams::take_duration(std::string_vi
     if (d.count() <= 0) throw Error(ErrorCode::invalid_argument, "must be > 0");
     return d;
   } catch (const Error& e) {
-    throw Error(ErrorCode::invalid_argument,
-                "bad URI '" + redacted_ + "': parameter " + std::string(key) + ": " + e.message());
+    throw Error(ErrorCode::invalid_argument, "bad URI '" + redacted_ + "': parameter " + std::string(key) +
+                                                 ": " + (is_secret_param(key) ? "bad duration" : e.message()));
   }
 }
 
@@ -225,7 +283,8 @@ std::optional<bool> UriParams::take_bool(std::string_view key) {
   if (*v == "true" || *v == "1" || *v == "yes" || *v == "on") return true;
   if (*v == "false" || *v == "0" || *v == "no" || *v == "off") return false;
   throw Error(ErrorCode::invalid_argument, "bad URI '" + redacted_ + "': parameter " +
-                                               std::string(key) + " wants true or false, not '" + *v + "'");
+                                               std::string(key) + " wants true or false, not '" +
+                                               shown(key, *v) + "'");
 }
 
 std::optional<std::uint64_t> UriParams::take_uint(std::string_view key, std::uint64_t min,
@@ -237,7 +296,7 @@ std::optional<std::uint64_t> UriParams::take_uint(std::string_view key, std::uin
   if (!digits || n < min || n > max) {
     throw Error(ErrorCode::invalid_argument,
                 "bad URI '" + redacted_ + "': parameter " + std::string(key) + " wants a number in " +
-                    std::to_string(min) + ".." + std::to_string(max) + ", not '" + *v + "'");
+                    std::to_string(min) + ".." + std::to_string(max) + ", not '" + shown(key, *v) + "'");
   }
   return n;
 }

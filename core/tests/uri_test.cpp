@@ -1,5 +1,8 @@
 #include <gtest/gtest.h>
 
+#include <string>
+#include <vector>
+
 #include "dlock/error.h"
 #include "dlock/uri.h"
 
@@ -84,6 +87,70 @@ TEST(Uri, PasswordNeverAppearsInMessagesOrRedactedForm) {
   EXPECT_EQ(u.redacted().find(secret), std::string::npos) << u.redacted();
   EXPECT_EQ(u.redacted(), "redis://u:***@h:1/0?password=***&prefix=x");
   EXPECT_EQ(redact_uri("redis://u:" + secret + "@h:1"), "redis://u:***@h:1");
+}
+
+// Every way a password can sit in a URI, in a URI that parses and in one that does not.
+TEST(Uri, NoFormOfPasswordAppearsInMessagesOrRedactedForms) {
+  const std::string pw = "hunter2";
+  // Each secret below is split by the character the URI grammar trips on; neither half
+  // may be printed ("bad port 'hunter2'" would leak the first).
+  const std::vector<std::string> bad_uris = {
+      "redis://h:99999/0?password=" + pw,                  // parameter, bad port
+      "redis://h:1/0?password=" + pw + "&a=1&a=2",         // parameter, repeated key
+      "redis://h:1/%zz?sentinel_password=" + pw,           // any *pass* parameter
+      "redis://h:1/%zz?PassWord=" + pw,                    // any case
+      "redis://h:1/%zz?pass%77ord=" + pw,                  // percent-encoded name
+      "redis://h:1/%zz?secret=" + pw + "&auth_token=" + pw,
+      "redis://u:" + pw + "/xyzzy@h:1/0",                 // unencoded '/' in the password
+      "redis://u:" + pw + "?xyzzy@h:1/0",                 // unencoded '?'
+      "redis://u:" + pw + "#xyzzy@h:1/0",                 // unencoded '#'
+      "redis://u:" + pw + "@xyzzy@h:1/0",                 // unencoded '@'
+      "redis://:" + pw + "/xyzzy@h:1/0",                  // no user
+      "redis://u:" + pw + "@h:6x79/0",                    // malformed port
+      "redis://u:" + pw + "@[::1/0",                      // malformed host
+      "redis://u:" + pw + " xyzzy@h:1/0",                 // a space
+      "u:" + pw + "@h:1",                                 // no scheme
+  };
+  for (const auto& text : bad_uris) {
+    std::string msg;
+    EXPECT_EQ(code_of(text, &msg), ErrorCode::invalid_argument) << text;
+    EXPECT_EQ(msg.find(pw), std::string::npos) << msg;
+    EXPECT_EQ(msg.find("xyzzy"), std::string::npos) << msg;
+    EXPECT_EQ(redact_uri(text).find(pw), std::string::npos) << redact_uri(text);
+    EXPECT_EQ(redact_uri(text).find("xyzzy"), std::string::npos) << redact_uri(text);
+  }
+  // URIs that parse: every secret parameter is masked, the rest kept.
+  Uri u = Uri::parse("redis://u:" + pw + "@h:1/0?Password=" + pw + "&tls_pwd=" + pw + "&token=" + pw +
+                     "&prefix=app");
+  EXPECT_EQ(u.redacted(), "redis://u:***@h:1/0?Password=***&tls_pwd=***&token=***&prefix=app");
+  EXPECT_EQ(redact_uri("redis://h:1/0?password=" + pw + "&prefix=app"), "redis://h:1/0?password=***&prefix=app");
+  EXPECT_EQ(redact_uri("redis://u:p%2Fw@h:1/0"), "redis://u:***@h:1/0");
+  // A value the parameter readers reject is quoted, unless it is a secret.
+  Uri typed = Uri::parse("x://h/?secret_ms=" + pw + "&auth=" + pw + "&pool=many");
+  UriParams params(typed);
+  for (auto read : {+[](UriParams& p) { (void)p.take_duration("secret_ms"); },
+                    +[](UriParams& p) { (void)p.take_bool("auth"); }}) {
+    try {
+      read(params);
+      ADD_FAILURE() << "a bad value was accepted";
+    } catch (const Error& e) {
+      EXPECT_EQ(std::string(e.what()).find(pw), std::string::npos) << e.what();
+    }
+  }
+  try {
+    (void)params.take_uint("pool", 1, 8);
+    ADD_FAILURE() << "a bad number was accepted";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("'many'"), std::string::npos) << "pool is no secret: " << e.what();
+  }
+}
+
+TEST(Uri, AnAtSignAfterTheHostIsRefusedSayingWhatToEncode) {
+  std::string msg;
+  EXPECT_EQ(code_of("redis://h:1/0?client=me@example", &msg), ErrorCode::invalid_argument);
+  EXPECT_NE(msg.find("%40"), std::string::npos) << msg;
+  EXPECT_EQ(Uri::parse("redis://h:1/0?client=me%40example").params[0].second, "me@example");
+  EXPECT_EQ(Uri::parse("file:///var/lock/a@b").path, "/var/lock/a@b");  // no ':' before it: a path
 }
 
 TEST(UriParams, ReadsTypedValuesAndRejectsUnknownKeys) {

@@ -31,12 +31,20 @@ struct Uri {
   // bad percent-encoding, empty host between commas, a repeated parameter.
   static Uri parse(std::string_view text);
 
-  // The URI printed back with the password replaced by "***".
+  // The URI printed back with the password and every secret parameter's value (see
+  // is_secret_param) replaced by "***". Use it, or redact_uri, wherever a URI is printed.
   std::string redacted() const;
 };
 
-// Redacts the password of a URI that may not even parse; for error messages.
+// Redacts a URI that may not even parse, for error messages: the userinfo password (taken
+// to end at the text's last '@', so an unencoded '@', '/', '?' or '#' in it is covered) and
+// the values of secret parameters become "***". It may mask more than the password (an '@'
+// in a path or query), never less.
 std::string redact_uri(std::string_view text);
+
+// True if a query parameter named `key` may hold a secret, so its value is never printed:
+// the name (percent-decoded, any case) contains pass, pwd, secret, token, auth or cred.
+bool is_secret_param(std::string_view key);
 
 // Reads a Uri's query parameters with checks, for a backend's factory. Every getter removes
 // the key it read; finish() throws Error(invalid_argument) naming any key left unread, so an
