@@ -1,11 +1,17 @@
 #include "child.h"
 
+#include <fcntl.h>
 #include <spawn.h>
 #include <sys/wait.h>
+#include <unistd.h>
 
 #include <cerrno>
+#include <cstdlib>
+#include <cstring>
 #include <optional>
+#include <thread>
 
+#include "dlock/error.h"
 #include "exit_codes.h"
 
 namespace dlock::cli {
@@ -25,6 +31,19 @@ int shell_status(int status) {
   return kExitInternal;
 }
 
+bool g_took_terminal = false;  // spawn_command made the command's group the foreground one
+
+// Runs `f` with SIGTTOU blocked: a process outside the foreground group may then change it.
+template <class F>
+void without_sigttou(F f) {
+  sigset_t ttou, old;
+  sigemptyset(&ttou);
+  sigaddset(&ttou, SIGTTOU);
+  ::pthread_sigmask(SIG_BLOCK, &ttou, &old);
+  f();
+  ::pthread_sigmask(SIG_SETMASK, &old, nullptr);
+}
+
 }  // namespace
 
 pid_t spawn_command(const std::vector<std::string>& argv, const std::vector<std::string>& env,
@@ -32,13 +51,27 @@ pid_t spawn_command(const std::vector<std::string>& argv, const std::vector<std:
   posix_spawnattr_t attr;
   if (int e = ::posix_spawnattr_init(&attr); e != 0) return -e;
   ::posix_spawnattr_setsigmask(&attr, &mask);
-  ::posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETSIGMASK);
+  ::posix_spawnattr_setpgroup(&attr, 0);  // a group of its own, led by the command
+  ::posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETPGROUP);
   std::vector<char*> args = c_strings(argv);
   std::vector<char*> envp = c_strings(env);
   pid_t pid = -1;
   int e = ::posix_spawnp(&pid, args[0], nullptr, &attr, args.data(), envp.data());
   ::posix_spawnattr_destroy(&attr);
-  return e == 0 ? pid : -e;
+  if (e != 0) return -e;
+  // Without this an interactive command, now in a background group, would be stopped by
+  // SIGTTIN on its first read from the terminal.
+  if (::isatty(STDIN_FILENO) && ::tcgetpgrp(STDIN_FILENO) == ::getpgrp()) {
+    without_sigttou([&] { g_took_terminal = ::tcsetpgrp(STDIN_FILENO, pid) == 0; });
+    ::kill(-pid, SIGCONT);  // in case it read the terminal before the hand-over
+  }
+  return pid;
+}
+
+void restore_terminal() noexcept {
+  if (!g_took_terminal) return;
+  without_sigttou([] { ::tcsetpgrp(STDIN_FILENO, ::getpgrp()); });
+  g_took_terminal = false;
 }
 
 ChildExit supervise(pid_t pid, SignalFd& signals, const EventFd& lost, std::chrono::milliseconds grace,
@@ -48,9 +81,15 @@ ChildExit supervise(pid_t pid, SignalFd& signals, const EventFd& lost, std::chro
   std::optional<Clock::time_point> kill_at;  // set once SIGTERM was sent for a lost lock
   bool killed = false;
   for (;;) {
-    int status = 0;
-    pid_t r = ::waitpid(pid, &status, WNOHANG);
-    if (r == pid) {
+    // WNOWAIT: the exited command stays a zombie, so its pid (the group's id) cannot be
+    // reused while the rest of its group is signalled below.
+    siginfo_t info{};
+    int r = ::waitid(P_PID, static_cast<id_t>(pid), &info, WEXITED | WNOHANG | WNOWAIT);
+    if (r == 0 && info.si_pid == pid) {
+      if (result.lost) ::kill(-pid, SIGKILL);  // what it started must not run on unprotected
+      int status = 0;
+      while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+      }
       result.status = shell_status(status);
       return result;
     }
@@ -63,7 +102,7 @@ ChildExit supervise(pid_t pid, SignalFd& signals, const EventFd& lost, std::chro
     if (kill_at && !killed) {
       auto now = Clock::now();
       if (now >= *kill_at) {
-        ::kill(pid, SIGKILL);
+        ::kill(-pid, SIGKILL);
         killed = true;
       } else {
         timeout = std::chrono::ceil<std::chrono::milliseconds>(*kill_at - now);
@@ -74,15 +113,77 @@ ChildExit supervise(pid_t pid, SignalFd& signals, const EventFd& lost, std::chro
     int which = wait_readable({signals.fd(), result.lost ? -1 : lost.fd()}, timeout);
     if (which == 0) {
       while (std::optional<int> sig = signals.read()) {
-        if (*sig != SIGCHLD) ::kill(pid, *sig);
+        if (*sig != SIGCHLD) ::kill(-pid, *sig);
       }
     } else if (which == 1) {
       result.lost = true;
       if (on_lost) on_lost();
-      ::kill(pid, SIGTERM);
+      ::kill(-pid, SIGTERM);
       kill_at = Clock::now() + grace;
     }
   }
+}
+
+CommandGuard::CommandGuard(pid_t pgid, std::chrono::milliseconds grace) {
+  int fds[2];
+  if (::pipe2(fds, O_CLOEXEC) != 0) {
+    throw Error(ErrorCode::internal, std::string("cannot start the command's guard: pipe: ") + std::strerror(errno));
+  }
+  posix_spawn_file_actions_t actions;
+  ::posix_spawn_file_actions_init(&actions);
+  ::posix_spawn_file_actions_adddup2(&actions, fds[0], STDIN_FILENO);  // dup2 drops O_CLOEXEC
+  ::posix_spawn_file_actions_addopen(&actions, STDOUT_FILENO, "/dev/null", O_WRONLY, 0);
+  ::posix_spawn_file_actions_addopen(&actions, STDERR_FILENO, "/dev/null", O_WRONLY, 0);
+  const std::vector<std::string> argv = {"dlock", kGuardCommand, std::to_string(pgid),
+                                         std::to_string(grace.count())};
+  std::vector<char*> args = c_strings(argv);
+  char* no_env[] = {nullptr};  // nothing of dlock's environment (DLOCK_URI) goes further
+  // Spawned with dlock's signal mask, in which the forwarded signals are blocked: a Ctrl-C
+  // to dlock's process group does not end the guard.
+  int e = ::posix_spawn(&guard_, "/proc/self/exe", &actions, nullptr, args.data(), no_env);
+  ::posix_spawn_file_actions_destroy(&actions);
+  ::close(fds[0]);
+  if (e != 0) {
+    ::close(fds[1]);
+    throw Error(ErrorCode::internal, std::string("cannot start the command's guard: ") + std::strerror(e));
+  }
+  pipe_ = fds[1];
+}
+
+void CommandGuard::finish() noexcept {
+  if (pipe_ < 0) return;
+  const char done = 'd';
+  while (::write(pipe_, &done, 1) < 0 && errno == EINTR) {
+  }
+  ::close(pipe_);
+  pipe_ = -1;
+  while (::waitpid(guard_, nullptr, 0) < 0 && errno == EINTR) {
+  }
+}
+
+int run_guard(int argc, const char* const* argv) {
+  if (argc != 4) return kExitUsage;
+  const pid_t pgid = static_cast<pid_t>(std::atol(argv[2]));
+  const long grace_ms = std::atol(argv[3]);
+  if (pgid <= 1 || grace_ms < 0) return kExitUsage;
+  for (int s : kForwardedSignals) ::signal(s, SIG_IGN);
+  // Nothing inherited by mistake (a lock file's descriptor) may outlive dlock in here.
+  ::close_range(3, ~0U, 0);
+  char byte = 0;
+  ssize_t n;
+  do {
+    n = ::read(STDIN_FILENO, &byte, 1);
+  } while (n < 0 && errno == EINTR);
+  if (n == 1) return 0;  // dlock saw the command end
+  // End of file: dlock died without a word, and its lock with it (or soon).
+  if (::kill(-pgid, SIGTERM) != 0) return 0;
+  const auto kill_at = std::chrono::steady_clock::now() + std::chrono::milliseconds(grace_ms);
+  while (std::chrono::steady_clock::now() < kill_at) {
+    if (::kill(-pgid, 0) != 0) return 0;
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  ::kill(-pgid, SIGKILL);
+  return 0;
 }
 
 }  // namespace dlock::cli

@@ -14,11 +14,18 @@
 namespace dlock::cli {
 
 // Starts `argv` (argv[0] looked up in $PATH) with environment `env` ("NAME=VALUE" entries)
-// and signal mask `mask`; stdin/stdout/stderr are inherited.
+// and signal mask `mask`, in a process group of its own (its pid is the group id), so that
+// dlock can signal everything the command starts. If dlock's stdin is a terminal whose
+// foreground group is dlock's, the command's group becomes the foreground one (an
+// interactive command can still read the terminal); restore_terminal() gives it back.
+// stdin/stdout/stderr are inherited.
 // Returns the child's pid, or -errno if it could not be started (ENOENT: not found).
 // REQUIRES: argv is not empty.
 pid_t spawn_command(const std::vector<std::string>& argv, const std::vector<std::string>& env,
                     const sigset_t& mask);
+
+// Gives the terminal's foreground back to dlock's group if spawn_command took it. Never throws.
+void restore_terminal() noexcept;
 
 // How the supervised command ended.
 struct ChildExit {
@@ -27,10 +34,40 @@ struct ChildExit {
 };
 
 // Blocks until child `pid` has exited, then returns how. Meanwhile forwards every signal
-// read from `signals` except SIGCHLD to the child, and once `lost` becomes readable calls
-// `on_lost` (if set; e.g. to print it) and sends the child SIGTERM, then SIGKILL if it is
-// still alive `grace` later. Sleeps in poll(); no busy waiting. Never throws.
+// read from `signals` except SIGCHLD to the child's process group, and once `lost` becomes
+// readable calls `on_lost` (if set; e.g. to print it) and sends the group SIGTERM, then
+// SIGKILL if the command is still alive `grace` later; once the command itself has exited
+// after a loss, whatever is left of its group gets SIGKILL at once. Sleeps in poll(); no
+// busy waiting. Never throws.
 ChildExit supervise(pid_t pid, SignalFd& signals, const EventFd& lost, std::chrono::milliseconds grace,
                     const std::function<void()>& on_lost);
+
+// A dlock killed with SIGKILL (OOM killer, `timeout -s KILL`, a crash) cannot stop its
+// command, so a guard process does: `dlock` re-executed in guard mode (run_guard), holding
+// the read end of a pipe whose write end only this dlock has. When dlock dies the pipe
+// reaches end-of-file and the guard sends the command's group SIGTERM, then SIGKILL after
+// `grace`. finish() (also the destructor) tells the guard the command ended normally.
+class CommandGuard {
+ public:
+  // Starts the guard for the process group `pgid`. Throws Error(internal) if it cannot.
+  CommandGuard(pid_t pgid, std::chrono::milliseconds grace);
+  ~CommandGuard() { finish(); }
+  CommandGuard(const CommandGuard&) = delete;
+  CommandGuard& operator=(const CommandGuard&) = delete;
+
+  // Stops the guard without it touching the group, and reaps it. Idempotent; never throws.
+  void finish() noexcept;
+
+ private:
+  int pipe_ = -1;  // write end
+  pid_t guard_ = -1;
+};
+
+// The guard's own main: argv after "dlock __guard" is PGID GRACE_MS; stdin is the pipe.
+// Returns the process's exit status.
+int run_guard(int argc, const char* const* argv);
+
+// The hidden first argument that makes `dlock` run_guard().
+inline constexpr const char* kGuardCommand = "__guard";
 
 }  // namespace dlock::cli

@@ -2,12 +2,19 @@
 
 #include <CLI/CLI.hpp>
 
+#include <cctype>
+#include <cerrno>
+#include <cstring>
+#include <fstream>
 #include <memory>
 #include <sstream>
 #include <string_view>
+#include <utility>
+#include <vector>
 
 #include "dlock/duration.h"
 #include "dlock/error.h"
+#include "dlock/open.h"
 #include "exit_codes.h"
 
 namespace dlock::cli {
@@ -21,18 +28,24 @@ The command gets in its environment:
   DLOCK_FENCING_TOKEN   the acquisition's fencing token (strictly increasing across holders
                         of NAME on backends with fencing): pass it to the resource you protect
                         so it can reject a stale writer.
+  DLOCK_URI             the lock service's URI, password replaced by ***
 
-Lock service: --uri, else $DLOCK_URI, else file:// under $XDG_RUNTIME_DIR/dlock (or
-/tmp/dlock-$UID), created with mode 0700: one host, no server. Examples: file:///var/lock/app,
-redis://127.0.0.1:6379/0, zk://h1:2181,h2:2181/app, postgres://u:p@h/db.
+Lock service: --uri or --uri-file, else $DLOCK_URI, else file:// under $XDG_RUNTIME_DIR/dlock
+(or /tmp/dlock-$UID), created with mode 0700: one host, no server. A URI with a password
+given by --uri is visible to every user in `ps`: give it with --uri-file (a file only you
+can read) or $DLOCK_URI instead.
+@SCHEMES@
 
 Durations: 250ms, 5s, 1.5s, 2m, 1h. --wait and --grace also take 0; --wait also takes
 "forever" (the default).
 
-If the lock is lost while CMD runs (lease not renewed, session gone, --max-hold reached),
-CMD gets SIGTERM, then SIGKILL after --grace, and dlock exits 70. SIGINT, SIGTERM, SIGHUP
-and SIGQUIT sent to dlock are forwarded to CMD; the lock is released once CMD has exited.
-A signal received while waiting for the lock cancels the wait (exit 128+signal).
+CMD runs in a process group of its own. If the lock is lost while CMD runs (lease not
+renewed, session gone, --max-hold reached), the group gets SIGTERM, then SIGKILL after
+--grace, and dlock exits 70. SIGINT, SIGTERM, SIGHUP and SIGQUIT sent to dlock are forwarded
+to the group; the lock is released once CMD has exited. If dlock itself is killed (even
+SIGKILL), a guard process stops the group the same way. A process that leaves the group
+(setsid, a daemon) is beyond dlock's reach. A signal received while waiting for the lock
+cancels the wait (exit 128+signal).
 
 Exit status:
   CMD's own status, or 128+N if CMD was killed by signal N
@@ -51,6 +64,45 @@ class RunFormatter : public CLI::Formatter {
     return "Usage: dlock run [OPTIONS] NAME -- CMD [ARGS...]\n";
   }
 };
+
+// The footer with the schemes compiled into this binary and an example for each: never a
+// scheme that `dlock run` would refuse.
+std::string footer() {
+  std::string text = kFooter;
+  std::string line = "Schemes compiled in:";
+  const std::vector<std::pair<std::string, std::string>> examples = {
+      {"file", "file:///var/lock/app"},       {"mem", "mem:// (this process only)"},
+      {"redis", "redis://127.0.0.1:6379/0"},  {"redis+unix", "redis+unix:///run/redis.sock"},
+      {"zk", "zk://h1:2181,h2:2181/app"},     {"postgres", "postgres://user@host/db"},
+      {"mysql", "mysql://user@host/db"},      {"mariadb", "mariadb://user@host/db"}};
+  for (const std::string& scheme : registered_schemes()) {
+    std::string shown = scheme + "://";
+    for (const auto& [name, example] : examples) {
+      if (name == scheme) shown = example;
+    }
+    line += "\n  " + shown;
+  }
+  text.replace(text.find("@SCHEMES@"), 9, line);
+  return text;
+}
+
+// The URI in the first line of `path` (surrounding blanks and the line end dropped).
+// Never quotes the file's content: it may hold a password.
+std::string read_uri_file(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) {
+    throw Error(ErrorCode::invalid_argument, "cannot read --uri-file " + path + ": " + std::strerror(errno));
+  }
+  std::string uri;
+  std::getline(in, uri);
+  const auto blank = [](unsigned char c) { return std::isspace(c) != 0; };
+  while (!uri.empty() && blank(static_cast<unsigned char>(uri.back()))) uri.pop_back();
+  std::size_t first = 0;
+  while (first < uri.size() && blank(static_cast<unsigned char>(uri[first]))) ++first;
+  uri.erase(0, first);
+  if (uri.empty()) throw Error(ErrorCode::invalid_argument, "--uri-file " + path + " has no URI on its first line");
+  return uri;
+}
 
 std::optional<std::chrono::milliseconds> parse_wait(const std::string& text) {
   if (text == "forever") return std::nullopt;
@@ -90,12 +142,17 @@ ParsedCommandLine parse_command_line(int argc, const char* const* argv) {
   app.require_subcommand(1);
   app.footer("Run 'dlock run --help' for the options, environment and exit codes.");
 
-  std::string uri, wait, lease, max_hold, grace = "5s";
+  std::string uri, uri_file, wait, lease, max_hold, grace = "5s";
   RunArgs args;
   CLI::App* run = app.add_subcommand("run", "Run a command while holding a lock");
   run->formatter(std::make_shared<RunFormatter>());
-  run->add_option("--uri", uri, "Lock service URI (default: $DLOCK_URI, then file:// in a per-user dir)")
-      ->type_name("URI");
+  CLI::Option* uri_option =
+      run->add_option("--uri", uri, "Lock service URI (default: $DLOCK_URI, then file:// in a per-user dir)")
+          ->type_name("URI");
+  run->add_option("--uri-file", uri_file, "Read the lock service URI from the first line of FILE\n"
+                  "(keeps a password out of the command line and `ps`)")
+      ->type_name("FILE")
+      ->excludes(uri_option);
   run->add_option("--wait", wait, "How long to wait for the lock (default: forever; 0: try once)")
       ->type_name("DURATION");
   run->add_option("--lease", lease, "Hold the lock at most this long, unrenewed: CMD is stopped when it runs out\n"
@@ -110,7 +167,7 @@ ParsedCommandLine parse_command_line(int argc, const char* const* argv) {
       ->capture_default_str();
   run->add_flag("-v,--verbose", args.verbose, "Report acquisition and release on stderr");
   run->add_option("NAME", args.name, "Name of the lock (any bytes; case-sensitive)")->required();
-  run->footer(kFooter);
+  run->footer(footer());
 
   std::vector<const char*> head(argv, argv + split);
   try {
@@ -131,6 +188,7 @@ ParsedCommandLine parse_command_line(int argc, const char* const* argv) {
 
   try {
     if (run->count("--uri") != 0) args.uri = uri;
+    if (run->count("--uri-file") != 0) args.uri = read_uri_file(uri_file);
     if (run->count("--wait") != 0) args.wait = parse_wait(wait);
     if (run->count("--lease") != 0) args.lease = parse_positive("--lease", lease);
     if (run->count("--max-hold") != 0) args.max_hold = parse_positive("--max-hold", max_hold);

@@ -10,7 +10,7 @@ namespace dlock::cli {
 
 // `dlock run [options] NAME -- CMD ARGS…`, parsed and checked.
 struct RunArgs {
-  std::optional<std::string> uri;                   // --uri; empty: $DLOCK_URI, then the default
+  std::optional<std::string> uri;                   // --uri or --uri-file; empty: $DLOCK_URI, then the default
   std::optional<std::chrono::milliseconds> wait;    // --wait; empty: forever; 0: try once
   std::optional<std::chrono::milliseconds> lease;   // --lease (> 0); empty: watchdog-renewed
   std::optional<std::chrono::milliseconds> max_hold;  // --max-hold (> 0); empty: no limit

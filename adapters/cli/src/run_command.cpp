@@ -1,5 +1,7 @@
 #include "run_command.h"
 
+#include <sys/wait.h>
+
 #include <atomic>
 #include <cerrno>
 #include <cstdio>
@@ -74,16 +76,21 @@ std::string printable(const std::string& name) {
   return out;
 }
 
-// This process's environment with DLOCK_NAME and DLOCK_FENCING_TOKEN set to ours.
-std::vector<std::string> child_environment(const Lease& lease) {
+// This process's environment with DLOCK_NAME, DLOCK_FENCING_TOKEN and DLOCK_URI set to ours;
+// DLOCK_URI is the provider's redacted URI, never one with the password.
+std::vector<std::string> child_environment(const Lease& lease, const std::string& redacted_uri) {
   std::vector<std::string> env;
   for (char** e = environ; e != nullptr && *e != nullptr; ++e) {
     std::string_view entry(*e);
-    if (entry.starts_with("DLOCK_NAME=") || entry.starts_with("DLOCK_FENCING_TOKEN=")) continue;
+    if (entry.starts_with("DLOCK_NAME=") || entry.starts_with("DLOCK_FENCING_TOKEN=") ||
+        entry.starts_with("DLOCK_URI=")) {
+      continue;
+    }
     env.emplace_back(entry);
   }
   env.push_back("DLOCK_NAME=" + lease.name());
   env.push_back("DLOCK_FENCING_TOKEN=" + std::to_string(lease.fencing_token()));
+  env.push_back("DLOCK_URI=" + redacted_uri);
   return env;
 }
 
@@ -138,17 +145,30 @@ int run_with_signals(const RunArgs& args, SignalFd& signals) {
   }
   lease->on_lost([&lost] { lost.notify(); });
 
-  pid_t pid = spawn_command(args.command, child_environment(*lease), signals.original_mask());
+  pid_t pid = spawn_command(args.command, child_environment(*lease, provider->uri()), signals.original_mask());
   if (pid < 0) {
     release_quietly(*lease, shown);
     std::cerr << "dlock: cannot run " << args.command[0] << ": " << std::strerror(-pid) << "\n";
     return pid == -ENOENT ? kExitNotFound : kExitCannotRun;
+  }
+  std::optional<CommandGuard> guard;
+  try {
+    guard.emplace(pid, args.grace);
+  } catch (const Error&) {
+    // Unguarded, the command could outlive a crashed dlock: do not run it at all.
+    ::kill(-pid, SIGKILL);
+    ::waitpid(pid, nullptr, 0);
+    restore_terminal();
+    release_quietly(*lease, shown);
+    throw;
   }
 
   ChildExit exit = supervise(pid, signals, lost, args.grace, [&] {
     std::cerr << "dlock: lock '" << shown << "' lost; stopping the command (SIGTERM, SIGKILL after "
               << format_duration(args.grace) << ")\n";
   });
+  guard->finish();
+  restore_terminal();
   if (release_quietly(*lease, shown) && args.verbose) std::cerr << "dlock: released '" << shown << "'\n";
   return exit.lost ? kExitLockLost : exit.status;
 }

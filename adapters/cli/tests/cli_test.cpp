@@ -5,6 +5,7 @@
 #include <sys/stat.h>
 
 #include <filesystem>
+#include <fstream>
 
 #include "process.h"
 
@@ -131,6 +132,31 @@ TEST(CliRun, DlockUriEnvironmentVariableIsUsed) {
   auto r = box.run({"run", "-v", "job", "--", "true"}, {{"DLOCK_URI", "mem://"}});
   ASSERT_EQ(r.code, 0) << r.err;
   EXPECT_NE(r.err.find("mem://"), std::string::npos) << r.err;
+}
+
+TEST(CliRun, UriFileGivesTheUriOffTheCommandLine) {
+  Sandbox box;
+  const auto file = box.dir() / "uri";
+  std::ofstream(file) << "  " << box.file_uri() << "  \n# a comment line is ignored\n";
+  auto ready = box.dir() / "ready";
+  pid_t holder = box.start({"run", "--uri", box.file_uri(), "job", "--", "sh", "-c",
+                            "touch '" + ready.string() + "'; exec sleep 30"});
+  ASSERT_TRUE(box.wait_ready(holder, ready)) << box.wait(holder).err;
+  auto busy = box.run({"run", "--uri-file", file.string(), "--wait", "0", "job", "--", "true"});
+  EXPECT_EQ(busy.code, 75) << "--uri-file must name the same lock service: " << busy.err;
+  ::kill(holder, SIGTERM);
+  box.wait(holder);
+  auto r = box.run({"run", "--uri-file", file.string(), "job", "--", "sh", "-c", "printf %s \"$DLOCK_URI\""});
+  EXPECT_EQ(r.code, 0) << r.err;
+  EXPECT_EQ(r.out, box.file_uri()) << "the command sees the (redacted) URI in use";
+}
+
+TEST(CliRun, TheCommandSeesTheUriInUseNotAnInheritedOne) {
+  Sandbox box;
+  auto r = box.run({"run", "--uri", "mem://", "job", "--", "sh", "-c", "printf %s \"$DLOCK_URI\""},
+                   {{"DLOCK_URI", box.file_uri()}});
+  EXPECT_EQ(r.code, 0) << r.err;
+  EXPECT_EQ(r.out, "mem://");
 }
 
 TEST(CliRun, AnUnusableLockServiceGives69) {

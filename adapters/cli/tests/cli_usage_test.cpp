@@ -2,6 +2,8 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cctype>
+#include <fstream>
 
 #include "process.h"
 
@@ -29,6 +31,41 @@ TEST(CliUsage, UnknownSchemeIsNamedWithoutThePassword) {
   auto r = box.run({"run", "--uri", "nope://alice:s3cret@host/x", "job", "--", "true"});
   expect_usage_error(r, "nope");
   EXPECT_EQ(r.err.find("s3cret"), std::string::npos) << r.err;
+}
+
+TEST(CliUsage, UriFileProblemsAreNamedWithoutTheFilesContent) {
+  Sandbox box;
+  expect_usage_error(box.run({"run", "--uri-file", (box.dir() / "absent").string(), "job", "--", "true"}),
+                     "--uri-file");
+  const auto empty = box.dir() / "empty";
+  std::ofstream(empty) << "\n";
+  expect_usage_error(box.run({"run", "--uri-file", empty.string(), "job", "--", "true"}), "no URI");
+  expect_usage_error(
+      box.run({"run", "--uri", "mem://", "--uri-file", empty.string(), "job", "--", "true"}), "exclude");
+  const auto secret = box.dir() / "secret";
+  std::ofstream(secret) << "nope://alice:s3cret@host/x\n";
+  auto r = box.run({"run", "--uri-file", secret.string(), "job", "--", "true"});
+  expect_usage_error(r, "nope");
+  EXPECT_EQ(r.err.find("s3cret"), std::string::npos) << r.err;
+}
+
+TEST(CliUsage, HelpOffersOnlyCompiledInSchemes) {
+  Sandbox box;
+  auto r = box.run({"run", "--help"});
+  ASSERT_EQ(r.code, 0) << r.err;
+  const std::size_t list = r.out.find("Schemes compiled in:");
+  ASSERT_NE(list, std::string::npos) << r.out;
+  const std::string compiled = r.out.substr(list);
+  EXPECT_NE(compiled.find("file://"), std::string::npos) << compiled;
+  // Every "scheme://" the help shows anywhere is one this binary has.
+  for (std::size_t at = r.out.find("://"); at != std::string::npos; at = r.out.find("://", at + 3)) {
+    std::size_t begin = at;
+    while (begin > 0 && (std::isalnum(static_cast<unsigned char>(r.out[begin - 1])) || r.out[begin - 1] == '+')) {
+      --begin;
+    }
+    const std::string scheme = r.out.substr(begin, at + 3 - begin);
+    EXPECT_NE(compiled.find("\n  " + scheme), std::string::npos) << scheme << " is offered but not compiled in";
+  }
 }
 
 TEST(CliUsage, MissingSeparatorOrCommand) {

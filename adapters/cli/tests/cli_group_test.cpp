@@ -1,0 +1,112 @@
+// `dlock run` must never leave CMD or what CMD started running unprotected: a lost lock and a
+// forwarded signal reach CMD's whole process group, and a dlock killed with SIGKILL takes the
+// group down with it.
+#include <gtest/gtest.h>
+
+#include <signal.h>
+
+#include <filesystem>
+#include <fstream>
+#include <thread>
+
+#include "process.h"
+
+namespace dlock::cli::testing {
+namespace {
+
+using std::chrono::milliseconds;
+
+// True once `pid` is gone or a zombie (an orphan's zombie waits for init to reap it).
+bool is_dead(pid_t pid) {
+  std::ifstream stat("/proc/" + std::to_string(pid) + "/stat");
+  std::string line;
+  if (!std::getline(stat, line)) return true;
+  std::size_t paren = line.rfind(')');
+  return paren == std::string::npos || line.size() < paren + 3 || line[paren + 2] == 'Z';
+}
+
+bool dies_within(pid_t pid, milliseconds limit) {
+  auto until = std::chrono::steady_clock::now() + limit;
+  while (!is_dead(pid)) {
+    if (std::chrono::steady_clock::now() >= until) return false;
+    std::this_thread::sleep_for(milliseconds(20));
+  }
+  return true;
+}
+
+// The pid a command wrote into `path`, waiting up to 10 s for it; 0 if none came.
+pid_t read_pid(const std::filesystem::path& path) {
+  for (int i = 0; i < 500; ++i) {
+    std::ifstream in(path);
+    long pid = 0;
+    if (in >> pid && pid > 0) return static_cast<pid_t>(pid);
+    std::this_thread::sleep_for(milliseconds(20));
+  }
+  return 0;
+}
+
+// Kills a process a failed test would otherwise leave behind.
+struct Reaper {
+  pid_t pid = 0;
+  ~Reaper() {
+    if (pid > 0) ::kill(pid, SIGKILL);
+  }
+};
+
+// A shell whose child `sleep` runs in the background: the shell waits for it and writes its
+// pid. The shell dies of SIGTERM at once; only a signal to the group reaches the sleep.
+std::vector<std::string> shell_with_child(const std::filesystem::path& pidfile) {
+  return {"sh", "-c", "sleep 30 & echo $! > '" + pidfile.string() + "'; wait $!; echo not-stopped"};
+}
+
+TEST(CliGroup, ALostLockStopsWhatTheCommandStarted) {
+  Sandbox box;
+  auto pidfile = box.dir() / "sleep.pid";
+  std::vector<std::string> args = {"run", "--uri", box.file_uri(), "--max-hold", "300ms", "--grace",
+                                   "300ms", "job", "--"};
+  for (auto& a : shell_with_child(pidfile)) args.push_back(a);
+  auto r = box.run(args, {}, milliseconds(10000));
+  Reaper sleeper{read_pid(pidfile)};
+  ASSERT_GT(sleeper.pid, 0) << r.err;
+  EXPECT_EQ(r.code, 70) << r.err;
+  EXPECT_TRUE(dies_within(sleeper.pid, milliseconds(2000)))
+      << "the command's child kept running after the lock was lost";
+}
+
+TEST(CliGroup, AForwardedSignalReachesWhatTheCommandStarted) {
+  Sandbox box;
+  auto pidfile = box.dir() / "sleep.pid";
+  std::vector<std::string> args = {"run", "--uri", box.file_uri(), "job", "--"};
+  for (auto& a : shell_with_child(pidfile)) args.push_back(a);
+  pid_t p = box.start(args);
+  Reaper sleeper{read_pid(pidfile)};
+  ASSERT_GT(sleeper.pid, 0) << box.wait(p).err;
+  ::kill(p, SIGTERM);
+  auto r = box.wait(p, milliseconds(5000));
+  EXPECT_EQ(r.code, 128 + SIGTERM) << r.err;
+  EXPECT_TRUE(dies_within(sleeper.pid, milliseconds(2000))) << "SIGTERM reached only the shell";
+}
+
+TEST(CliGroup, KillingDlockStopsTheCommandAndWhatItStarted) {
+  Sandbox box;
+  auto pidfile = box.dir() / "sleep.pid";
+  auto shpid = box.dir() / "sh.pid";
+  pid_t p = box.start({"run", "--uri", box.file_uri(), "--grace", "300ms", "job", "--", "sh", "-c",
+                       "echo $$ > '" + shpid.string() + "'; sleep 30 & echo $! > '" + pidfile.string() +
+                           "'; wait $!"});
+  Reaper sleeper{read_pid(pidfile)};
+  Reaper shell{read_pid(shpid)};
+  ASSERT_GT(sleeper.pid, 0) << box.wait(p).err;
+  ASSERT_GT(shell.pid, 0);
+  ::kill(p, SIGKILL);  // the OOM killer, `timeout -s KILL`, a crash
+  box.wait(p);
+  EXPECT_TRUE(dies_within(shell.pid, milliseconds(3000))) << "the command outlived dlock";
+  EXPECT_TRUE(dies_within(sleeper.pid, milliseconds(3000))) << "the command's child outlived dlock";
+  // The lock is free again (file:// frees it with the process), and nothing of the old
+  // command runs next to the new holder.
+  auto after = box.run({"run", "--uri", box.file_uri(), "--wait", "0", "job", "--", "true"});
+  EXPECT_EQ(after.code, 0) << after.err;
+}
+
+}  // namespace
+}  // namespace dlock::cli::testing
