@@ -2,7 +2,9 @@
 #
 # dlock_backend_option(NAME DEFAULT "doc") declares DLOCK_WITH_<NAME>=AUTO|ON|OFF.
 # dlock_backend_enabled(NAME FOUND OUT) decides from the option and whether the backend's
-# dependencies were found: AUTO builds it when found, ON fails the configure when not.
+# dependencies were found: AUTO builds it when found and leaves it out (saying so) when not,
+# ON fails the configure when not. FOUND is TRUE/FALSE or the NAME of a variable such as
+# HIREDIS_FOUND (evaluated here, so an unset or false variable means "not found").
 # dlock_add_backend(name SOURCES … [LIBS …]) creates dlock_<name> (alias dlock::<name>),
 # a static library whose registrar puts the scheme into dlock::open's registry.
 
@@ -15,14 +17,18 @@ endfunction()
 
 function(dlock_backend_enabled NAME FOUND OUT)
   set(mode ${DLOCK_WITH_${NAME}})
+  # `if(FOUND)` would test the parameter itself, a non-empty string and so always true: the
+  # bug that made AUTO configure a backend whose library was missing.
   if(mode STREQUAL "OFF")
+    message(STATUS "dlock: ${NAME} backend off (DLOCK_WITH_${NAME}=OFF)")
     set(${OUT} FALSE PARENT_SCOPE)
-  elseif(FOUND)
+  elseif(${FOUND})
     set(${OUT} TRUE PARENT_SCOPE)
   elseif(mode STREQUAL "ON")
     message(FATAL_ERROR "DLOCK_WITH_${NAME}=ON but its dependencies were not found")
   else()
-    message(STATUS "dlock: ${NAME} backend skipped (dependencies not found)")
+    message(STATUS "dlock: ${NAME} backend left out: its dependencies were not found "
+                   "(DLOCK_WITH_${NAME}=AUTO; =ON makes this an error)")
     set(${OUT} FALSE PARENT_SCOPE)
   endif()
 endfunction()
@@ -32,7 +38,7 @@ function(dlock_add_backend name)
   add_library(dlock_${name} STATIC ${ARG_SOURCES})
   add_library(dlock::${name} ALIAS dlock_${name})
   set_target_properties(dlock_${name} PROPERTIES EXPORT_NAME ${name} OUTPUT_NAME dlock_${name})
-  target_link_libraries(dlock_${name} PUBLIC dlock::core PRIVATE dlock_warnings ${ARG_LIBS})
+  target_link_libraries(dlock_${name} PUBLIC dlock::core PRIVATE $<BUILD_INTERFACE:dlock_warnings> ${ARG_LIBS})
   target_include_directories(dlock_${name} PUBLIC
     $<BUILD_INTERFACE:${CMAKE_CURRENT_SOURCE_DIR}/include>
     $<INSTALL_INTERFACE:${CMAKE_INSTALL_INCLUDEDIR}>)
