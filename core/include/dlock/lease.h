@@ -19,7 +19,7 @@ class Hold;  // the core's bookkeeping for one hold; see core/src/hold.h
 // Thread safety: a Lease is not synchronized: use one Lease from one thread at a time
 // (move it to hand it over). Different Leases, even of the same lock, are independent.
 // The lost token and callbacks may be used from any thread.
-class Lease {
+class [[nodiscard]] Lease {
  public:
   // An empty lease: holds nothing; release() returns false.
   Lease() noexcept;

@@ -12,6 +12,8 @@
 namespace dlock {
 
 // Thread safety: every method may be called from any thread concurrently.
+// Every acquiring method is [[nodiscard]]: a discarded Lease releases the lock at once, so
+// `locks->lock("job");` is a bug the compiler reports.
 // Lifetime: live leases keep the provider's machinery (backend connection, watchdog) alive:
 // dropping the provider while holding leases neither releases them nor stops their renewal.
 class ILockProvider {
@@ -34,27 +36,27 @@ class ILockProvider {
   //   unsupported       shared mode without read_write, fair without fair;
   //   would_deadlock    exclusive asked by an owner holding the name shared (upgrade);
   //   unavailable       the backend could not be reached within its connect timeout.
-  virtual std::optional<Lease> try_acquire(std::string_view name, LockMode mode, Wait wait,
+  [[nodiscard]] virtual std::optional<Lease> try_acquire(std::string_view name, LockMode mode, Wait wait,
                                            const AcquireOptions& options = {}) = 0;
 
   // As try_acquire, but failing to acquire is an error: throws Error(timed_out) when the
   // wait ran out, Error(cancelled) when options.cancel was requested.
-  Lease acquire(std::string_view name, LockMode mode, Wait wait,
+  [[nodiscard]] Lease acquire(std::string_view name, LockMode mode, Wait wait,
                 const AcquireOptions& options = {});
 
   // std-style shorthands for exclusive and shared holds.
-  std::optional<Lease> try_lock(std::string_view name, Wait wait = Wait::try_once(),
+  [[nodiscard]] std::optional<Lease> try_lock(std::string_view name, Wait wait = Wait::try_once(),
                                 const AcquireOptions& options = {}) {
     return try_acquire(name, LockMode::exclusive, wait, options);
   }
-  Lease lock(std::string_view name, const AcquireOptions& options = {}) {
+  [[nodiscard]] Lease lock(std::string_view name, const AcquireOptions& options = {}) {
     return acquire(name, LockMode::exclusive, Wait::forever(), options);
   }
-  std::optional<Lease> try_lock_shared(std::string_view name, Wait wait = Wait::try_once(),
+  [[nodiscard]] std::optional<Lease> try_lock_shared(std::string_view name, Wait wait = Wait::try_once(),
                                        const AcquireOptions& options = {}) {
     return try_acquire(name, LockMode::shared, wait, options);
   }
-  Lease lock_shared(std::string_view name, const AcquireOptions& options = {}) {
+  [[nodiscard]] Lease lock_shared(std::string_view name, const AcquireOptions& options = {}) {
     return acquire(name, LockMode::shared, Wait::forever(), options);
   }
 };
