@@ -11,8 +11,7 @@ Lease acquire_spec(ILockProvider& provider, const LockSpec& spec) {
   options.max_hold = spec.max_hold;
   options.owner = spec.owner;
   options.cancel = spec.cancel;
-  const Wait wait = spec.wait ? Wait::for_duration(*spec.wait) : Wait::forever();
-  return provider.acquire(spec.key, spec.mode, wait, options);
+  return provider.acquire(spec.key, spec.mode, spec.wait, options);
 }
 
 void finish_spec(Lease& lease) {

@@ -17,7 +17,7 @@ TEST(WithLock, ReturnsTheResultAndReleases) {
   auto p = open("mem://with-result");
   std::string id = "42";
   std::uint64_t token = 0;
-  int r = with_lock(*p, {.key = "order:" + id, .lease = 10s, .wait = 2s}, [&](const Lease& l) {
+  int r = with_lock(*p, {.key = "order:" + id, .lease = 10s, .wait = Wait::for_duration(2s)}, [&](const Lease& l) {
     token = l.fencing_token();
     EXPECT_TRUE(l.held());
     return 7;
@@ -45,7 +45,7 @@ TEST(WithLock, ThrowsTimedOutWhenHeldElsewhere) {
     bool ran = false;
     auto start = std::chrono::steady_clock::now();
     try {
-      with_lock(*p, {.key = "busy", .wait = 100ms}, [&] { ran = true; });
+      with_lock(*p, {.key = "busy", .wait = Wait::for_duration(100ms)}, [&] { ran = true; });
       ADD_FAILURE() << "expected timed_out";
     } catch (const Error& e) {
       EXPECT_EQ(e.code(), ErrorCode::timed_out);
@@ -54,6 +54,19 @@ TEST(WithLock, ThrowsTimedOutWhenHeldElsewhere) {
     EXPECT_LT(std::chrono::steady_clock::now() - start, 2s);
   });
   other.join();
+}
+
+TEST(WithLock, TryOnceDoesNotWait) {
+  auto p = open("mem://with-try-once");
+  auto held = p->try_lock("busy");
+  ASSERT_TRUE(held);
+  std::thread other([&] {
+    auto start = std::chrono::steady_clock::now();
+    EXPECT_THROW(with_lock(*p, {.key = "busy", .wait = Wait::try_once()}, [] {}), Error);
+    EXPECT_LT(std::chrono::steady_clock::now() - start, 500ms);
+  });
+  other.join();
+  EXPECT_EQ(with_lock(*p, {.key = "free", .wait = Wait::try_once()}, [] { return 7; }), 7);
 }
 
 TEST(WithLock, AnExceptionFromTheWorkPropagatesAndReleases) {

@@ -1,7 +1,8 @@
 // dlock::with_lock: run a piece of work under a lock, declaratively — the C++ counterpart of
 // Spring's @DistributedLock(resourceKey, leaseTime, waitTime) / Redisson's lock-then-run.
 //
-//   int left = dlock::with_lock(*provider, {.key = "order:" + id, .lease = 10s, .wait = 2s},
+//   int left = dlock::with_lock(*provider, {.key = "order:" + id, .lease = 10s,
+//                                           .wait = dlock::Wait::for_duration(2s)},
 //                               [&](const dlock::Lease& l) { return deduct(stock, l.fencing_token()); });
 #pragma once
 
@@ -16,6 +17,7 @@
 #include "dlock/lease.h"
 #include "dlock/options.h"
 #include "dlock/provider.h"
+#include "dlock/wait.h"
 
 namespace dlock {
 
@@ -23,7 +25,7 @@ namespace dlock {
 struct LockSpec {
   std::string key;                                    // the lock's name (1..max_name_bytes)
   std::optional<std::chrono::milliseconds> lease;     // empty: default lease, watchdog-renewed
-  std::optional<std::chrono::milliseconds> wait;      // empty: wait forever; <= 0: try once
+  Wait wait = Wait::forever();                        // Wait::try_once(), for_duration(d), until(t)
   std::optional<std::chrono::milliseconds> max_hold;  // empty: no limit
   LockMode mode = LockMode::exclusive;
   std::optional<std::string> owner;                   // empty: the calling thread
