@@ -23,8 +23,7 @@
 # Each server's dir holds its data, its log, `pid` and `port`. A running server keeps the
 # port it was started with; restart reuses it. Servers are detached (own session, stdio on
 # their log), so a test that restarts one does not hold the test's output pipe open.
-# Install the servers with scripts/install-deps.sh --servers. The facts behind the command
-# lines are in /work/shared/SERVERS.md (Debian 12 packages).
+# Install the servers with scripts/install-deps.sh --servers (Debian 12 packages).
 set -euo pipefail
 
 SCRIPT_PATH=$(readlink -f "${BASH_SOURCE[0]}")
