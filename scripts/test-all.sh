@@ -7,14 +7,20 @@
 #   4. runs every test (all labels): ctest --test-dir build --output-on-failure, -j2 for
 #      tests without the integration label, then the integration tests one at a time
 #   5. prints the conformance table (build/conformance/conformance-table.md) if written
-#   6. builds everything with clang++-14 into build-clang/ (Debug; warnings are errors; no tests)
-#   7. installs build/ into a temporary prefix and builds+runs tests/consumer against it
+#   6. builds everything with clang++-14 and ASan+UBSan into build-clang/ (Debug; warnings are
+#      errors) and runs the unit tests (label unit) on it: any sanitizer report fails the step
+#   7. builds the core tests with TSan (g++) into build-tsan/ and runs them: any report fails
+#   8. configures with hiredis hidden from pkg-config and DLOCK_WITH_MEM=OFF into
+#      build-minimal/: redis must be left out (AUTO), =ON must fail, and the library, CLI,
+#      bench and examples must build without redis and mem
+#   9. installs build/ into a temporary prefix and builds+runs tests/consumer against it
 # Prints a summary; exits non-zero if any step failed.
 #
 # Usage: scripts/test-all.sh
 # Env:   DLOCK_JOBS   parallel build/test jobs (default 2)
-#        DLOCK_BUILD_DIR / DLOCK_CLANG_BUILD_DIR  instead of build/ and build-clang/
-#        DLOCK_SKIP_CLANG=1  leave out step 6 (e.g. while iterating locally)
+#        DLOCK_BUILD_DIR / DLOCK_CLANG_BUILD_DIR / DLOCK_TSAN_BUILD_DIR / DLOCK_MINIMAL_BUILD_DIR
+#                     instead of build/, build-clang/, build-tsan/, build-minimal/
+#        DLOCK_SKIP_CLANG=1  leave out steps 6 and 7 (e.g. while iterating locally)
 #        and the servers' DLOCK_*_PORT / DLOCK_SERVERS_DIR (see scripts/servers.sh)
 set -uo pipefail
 
@@ -23,6 +29,8 @@ cd "$repo" || exit 1
 jobs=${DLOCK_JOBS:-2}
 build=${DLOCK_BUILD_DIR:-build}
 build_clang=${DLOCK_CLANG_BUILD_DIR:-build-clang}
+build_tsan=${DLOCK_TSAN_BUILD_DIR:-build-tsan}
+build_minimal=${DLOCK_MINIMAL_BUILD_DIR:-build-minimal}
 start_time=$SECONDS
 summary=()
 failed=0
@@ -93,8 +101,8 @@ echo "$server_env"
 configure() {  # BUILD_DIR BUILD_TYPE CMAKE_ARGS...
   local dir=$1 type=$2; shift 2
   cmake -S . -B "$dir" -G "Unix Makefiles" -DCMAKE_BUILD_TYPE="$type" -DBUILD_TESTING=ON \
-    -DDLOCK_BUILD_CONFORMANCE=ON -DDLOCK_BUILD_BENCH=ON -DDLOCK_BUILD_EXAMPLES=ON \
-    -DDLOCK_BUILD_CLI=ON "$@" || return
+    -DDLOCK_BUILD_TESTS=ON -DDLOCK_BUILD_CONFORMANCE=ON -DDLOCK_BUILD_BENCH=ON \
+    -DDLOCK_BUILD_EXAMPLES=ON -DDLOCK_BUILD_CLI=ON -DDLOCK_WERROR=ON "$@" || return
   local opts
   opts=$(sed -n 's/^\(DLOCK_WITH_[A-Z0-9_]*\):.*/-D\1=ON/p' "$dir/CMakeCache.txt" | sort -u)
   # shellcheck disable=SC2086  # one -D flag per word
@@ -146,18 +154,88 @@ if [[ -f "$table" ]]; then
   cat "$table"
 fi
 
-# --- 6. clang build
+# --- 6. clang build with ASan+UBSan, unit tests on it
+# Sanitizers stop at the first report and exit non-zero, so ctest counts it as a failure.
+export ASAN_OPTIONS=halt_on_error=1:abort_on_error=0:detect_leaks=1:detect_stack_use_after_return=1
+export UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1
+export TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1
+sanitized_ctest() {  # BUILD_DIR NAME CTEST_ARGS...
+  local dir=$1 name=$2; shift 2
+  local failed_log=$dir/Testing/Temporary/LastTestsFailed.log line
+  rm -f "$failed_log"
+  if ! step "$name" ctest --test-dir "$dir" --output-on-failure --timeout 300 "$@"; then
+    if [[ -s "$failed_log" ]]; then
+      while IFS= read -r line; do summary+=("        failed test: ${line#*:}"); done <"$failed_log"
+    fi
+  fi
+}
 if [[ "${DLOCK_SKIP_CLANG:-0}" == 1 ]]; then
-  skip "clang++-14 build" "DLOCK_SKIP_CLANG=1"
+  skip "clang++-14 + ASan/UBSan build and unit tests" "DLOCK_SKIP_CLANG=1"
+  skip "TSan core tests" "DLOCK_SKIP_CLANG=1"
 else
-  # Debug: this build only checks that clang compiles the tree warning-free, and -O0 is the
-  # quickest way there on two cores.
-  step "configure clang++-14 ($build_clang/)" configure "$build_clang" Debug \
-      -DCMAKE_CXX_COMPILER=clang++-14 &&
-    step "build clang++-14 ($build_clang/)" cmake --build "$build_clang" -j"$jobs" -- -k
+  # Debug: the quickest build on two cores. The same build checks that clang compiles the
+  # whole tree warning-free and runs the server-free tests under ASan and UBSan.
+  if step "configure clang++-14 + ASan/UBSan ($build_clang/)" configure "$build_clang" Debug \
+       -DCMAKE_CXX_COMPILER=clang++-14 -DDLOCK_SANITIZE=address,undefined &&
+     step "build clang++-14 + ASan/UBSan ($build_clang/)" cmake --build "$build_clang" -j"$jobs" -- -k; then
+    sanitized_ctest "$build_clang" "ctest ASan/UBSan: unit tests (-j$jobs)" -L unit -LE "$server_labels" -j"$jobs"
+  fi
+
+  # --- 7. TSan over the core tests (their own build: TSan cannot be mixed with ASan)
+  if step "configure g++ + TSan ($build_tsan/)" cmake -S . -B "$build_tsan" -G "Unix Makefiles" \
+       -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_CXX_COMPILER=g++ -DDLOCK_SANITIZE=thread \
+       -DDLOCK_WERROR=ON -DDLOCK_BUILD_TESTS=ON -DDLOCK_BUILD_CONFORMANCE=OFF -DDLOCK_BUILD_BENCH=OFF \
+       -DDLOCK_BUILD_EXAMPLES=OFF -DDLOCK_BUILD_CLI=OFF &&
+     step "build TSan core tests ($build_tsan/)" cmake --build "$build_tsan" -j"$jobs" --target dlock_core_tests; then
+    # Run directly: ctest would also list the tests of targets this step does not build.
+    step "TSan: core tests" "$build_tsan/core/tests/dlock_core_tests" --gtest_brief=1
+  fi
 fi
 
-# --- 7. install + consumer
+# --- 8. a machine without hiredis, and DLOCK_WITH_MEM=OFF
+# pkg-config sees every module but hiredis (PKG_CONFIG_LIBDIR replaces its search path).
+minimal_build() {
+  local pcdir log
+  pcdir=$(mktemp -d /tmp/dlock-no-hiredis.XXXXXX) || return
+  local d
+  for d in $(pkg-config --variable pc_path pkg-config | tr ':' ' '); do
+    [[ -d "$d" ]] || continue
+    find "$d" -maxdepth 1 -name '*.pc' ! -name 'hiredis*.pc' -exec ln -sf {} "$pcdir/" \;
+  done
+  log=$(mktemp /tmp/dlock-minimal-configure.XXXXXX.log)
+  local common=(-S . -G "Unix Makefiles" -DCMAKE_BUILD_TYPE=Debug -DCMAKE_CXX_COMPILER=g++
+                -DDLOCK_WERROR=ON -DBUILD_TESTING=ON -DDLOCK_BUILD_CONFORMANCE=OFF)
+  local rc=0
+  # ON with the library missing must fail the configure.
+  if PKG_CONFIG_LIBDIR=$pcdir cmake "${common[@]}" -B "$build_minimal-on" -DDLOCK_WITH_REDIS=ON >"$log" 2>&1; then
+    echo "test-all: DLOCK_WITH_REDIS=ON configured without hiredis" >&2; rc=1
+  fi
+  rm -rf "$build_minimal-on"
+  # AUTO leaves it out, and says so.
+  if ! PKG_CONFIG_LIBDIR=$pcdir cmake "${common[@]}" -B "$build_minimal" -DDLOCK_WITH_REDIS=AUTO \
+         -DDLOCK_WITH_MEM=OFF >"$log" 2>&1; then
+    cat "$log" >&2; rc=1
+  else
+    grep -E 'redis backend left out|backends compiled in|without the redis floor|mem backend off' "$log"
+    local compiled
+    compiled=$(sed -n 's/^DLOCK_COMPILED_BACKENDS:INTERNAL=//p' "$build_minimal/CMakeCache.txt")
+    if [[ ";$compiled;" == *";redis;"* || ";$compiled;" == *";mem;"* || ";$compiled;" != *";file;"* ]]; then
+      echo "test-all: backends compiled in without hiredis and mem: '$compiled' (want file, no redis, no mem)" >&2
+      rc=1
+    fi
+    grep -q 'redis backend left out' "$log" || { echo "test-all: AUTO did not say redis was left out" >&2; rc=1; }
+    cmake --build "$build_minimal" -j"$jobs" --target dlock_cli dlock-bench dlock_example_basic stock_deduct \
+      dlock_adapters || rc=1
+    if [[ -x "$build_minimal/adapters/cli/dlock" ]] && "$build_minimal/adapters/cli/dlock" run --help | grep -q 'redis://'; then
+      echo "test-all: the CLI without redis still offers redis://" >&2; rc=1
+    fi
+  fi
+  rm -rf "$pcdir" "$log"
+  return "$rc"
+}
+step "no hiredis + DLOCK_WITH_MEM=OFF: configure and build ($build_minimal/)" minimal_build
+
+# --- 9. install + consumer
 if ((built)); then
   step "install + consumer check" scripts/check-install.sh "$build"
 else
