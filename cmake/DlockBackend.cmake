@@ -17,17 +17,18 @@ endfunction()
 
 function(dlock_backend_enabled NAME FOUND OUT)
   set(mode ${DLOCK_WITH_${NAME}})
+  string(TOLOWER "${NAME}" name)
   # `if(FOUND)` would test the parameter itself, a non-empty string and so always true: the
   # bug that made AUTO configure a backend whose library was missing.
   if(mode STREQUAL "OFF")
-    message(STATUS "dlock: ${NAME} backend off (DLOCK_WITH_${NAME}=OFF)")
+    message(STATUS "dlock: ${name} backend off (DLOCK_WITH_${NAME}=OFF)")
     set(${OUT} FALSE PARENT_SCOPE)
   elseif(${FOUND})
     set(${OUT} TRUE PARENT_SCOPE)
   elseif(mode STREQUAL "ON")
     message(FATAL_ERROR "DLOCK_WITH_${NAME}=ON but its dependencies were not found")
   else()
-    message(STATUS "dlock: ${NAME} backend left out: its dependencies were not found "
+    message(STATUS "dlock: ${name} backend left out: its dependencies were not found "
                    "(DLOCK_WITH_${NAME}=AUTO; =ON makes this an error)")
     set(${OUT} FALSE PARENT_SCOPE)
   endif()
