@@ -135,7 +135,7 @@ TEST_F(LeaseTest, ReadInsideWriteIsAllowedUpgradeIsRefused) {
   auto r2 = a->try_lock_shared("y");
   ASSERT_TRUE(r2);
   try {
-    a->try_lock("y");
+    (void)a->try_lock("y");
     FAIL() << "upgrade accepted";
   } catch (const Error& e) {
     EXPECT_EQ(e.code(), ErrorCode::would_deadlock);
@@ -158,12 +158,12 @@ TEST_F(LeaseTest, BrokenLockReportsNotHeldAndFiresLost) {
 }
 
 TEST_F(LeaseTest, BadArgumentsAreInvalidArgument) {
-  EXPECT_THROW(a->try_lock(""), Error);
-  EXPECT_THROW(a->try_lock(std::string(4097, 'n')), Error);
+  EXPECT_THROW((void)a->try_lock(""), Error);
+  EXPECT_THROW((void)a->try_lock(std::string(4097, 'n')), Error);
   EXPECT_TRUE(a->try_lock(std::string(4096, 'n')));
-  EXPECT_THROW(a->try_lock("x", Wait::try_once(), {.lease = 0ms}), Error);
-  EXPECT_THROW(a->try_lock("x", Wait::try_once(), {.max_hold = -1ms}), Error);
-  EXPECT_THROW(a->try_lock("x", Wait::try_once(), {.owner = std::string()}), Error);
+  EXPECT_THROW((void)a->try_lock("x", Wait::try_once(), {.lease = 0ms}), Error);
+  EXPECT_THROW((void)a->try_lock("x", Wait::try_once(), {.max_hold = -1ms}), Error);
+  EXPECT_THROW((void)a->try_lock("x", Wait::try_once(), {.owner = std::string()}), Error);
   auto l = a->try_lock("x");
   ASSERT_TRUE(l);
   EXPECT_THROW(l->extend(0ms), Error);

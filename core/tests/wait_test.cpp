@@ -47,7 +47,7 @@ TEST_F(WaitTest, DurationAndDeadlineReturnWithinTheirBound) {
 TEST_F(WaitTest, BlockingAcquireThrowsTimedOut) {
   auto held = holder->try_lock("x");
   try {
-    waiter->acquire("x", LockMode::exclusive, Wait::for_duration(50ms));
+    (void)waiter->acquire("x", LockMode::exclusive, Wait::for_duration(50ms));
     FAIL() << "acquired a held lock";
   } catch (const Error& e) {
     EXPECT_EQ(e.code(), ErrorCode::timed_out);
@@ -65,7 +65,7 @@ TEST_F(WaitTest, InfiniteWaitEndsOnCancel) {
   o.cancel = stop.get_token();
   auto d = timed([&] {
     try {
-      waiter->lock("x", o);
+      (void)waiter->lock("x", o);
       ADD_FAILURE() << "acquired a held lock";
     } catch (const Error& e) {
       EXPECT_EQ(e.code(), ErrorCode::cancelled);
