@@ -2,6 +2,7 @@
 
 #include <fcntl.h>
 #include <spawn.h>
+#include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -125,9 +126,12 @@ ChildExit supervise(pid_t pid, SignalFd& signals, const EventFd& lost, std::chro
 }
 
 CommandGuard::CommandGuard(pid_t pgid, std::chrono::milliseconds grace) {
+  // A socket pair rather than a pipe: send(MSG_NOSIGNAL) to a guard that is already gone
+  // fails with EPIPE instead of killing dlock with SIGPIPE.
   int fds[2];
-  if (::pipe2(fds, O_CLOEXEC) != 0) {
-    throw Error(ErrorCode::internal, std::string("cannot start the command's guard: pipe: ") + std::strerror(errno));
+  if (::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, fds) != 0) {
+    throw Error(ErrorCode::internal, std::string("cannot start the command's guard: socketpair: ") +
+                                         std::strerror(errno));
   }
   posix_spawn_file_actions_t actions;
   ::posix_spawn_file_actions_init(&actions);
@@ -147,16 +151,16 @@ CommandGuard::CommandGuard(pid_t pgid, std::chrono::milliseconds grace) {
     ::close(fds[1]);
     throw Error(ErrorCode::internal, std::string("cannot start the command's guard: ") + std::strerror(e));
   }
-  pipe_ = fds[1];
+  peer_ = fds[1];
 }
 
 void CommandGuard::finish() noexcept {
-  if (pipe_ < 0) return;
+  if (peer_ < 0) return;
   const char done = 'd';
-  while (::write(pipe_, &done, 1) < 0 && errno == EINTR) {
+  while (::send(peer_, &done, 1, MSG_NOSIGNAL) < 0 && errno == EINTR) {
   }
-  ::close(pipe_);
-  pipe_ = -1;
+  ::close(peer_);
+  peer_ = -1;
   while (::waitpid(guard_, nullptr, 0) < 0 && errno == EINTR) {
   }
 }

@@ -44,7 +44,7 @@ ChildExit supervise(pid_t pid, SignalFd& signals, const EventFd& lost, std::chro
 
 // A dlock killed with SIGKILL (OOM killer, `timeout -s KILL`, a crash) cannot stop its
 // command, so a guard process does: `dlock` re-executed in guard mode (run_guard), holding
-// the read end of a pipe whose write end only this dlock has. When dlock dies the pipe
+// one end of a socket pair whose other end only this dlock has. When dlock dies the socket
 // reaches end-of-file and the guard sends the command's group SIGTERM, then SIGKILL after
 // `grace`. finish() (also the destructor) tells the guard the command ended normally.
 class CommandGuard {
@@ -59,11 +59,12 @@ class CommandGuard {
   void finish() noexcept;
 
  private:
-  int pipe_ = -1;  // write end
+  int peer_ = -1;  // dlock's end of the socket pair
   pid_t guard_ = -1;
 };
 
-// The guard's own main: argv after "dlock __guard" is PGID GRACE_MS; stdin is the pipe.
+// The guard's own main: argv after "dlock __guard" is PGID GRACE_MS; stdin is its end of
+// the socket pair.
 // Returns the process's exit status.
 int run_guard(int argc, const char* const* argv);
 

@@ -7,6 +7,10 @@
 
 #include <filesystem>
 #include <fstream>
+#include <iterator>
+#include <sstream>
+#include <string>
+#include <vector>
 #include <thread>
 
 #include "process.h"
@@ -106,6 +110,47 @@ TEST(CliGroup, KillingDlockStopsTheCommandAndWhatItStarted) {
   // command runs next to the new holder.
   auto after = box.run({"run", "--uri", box.file_uri(), "--wait", "0", "job", "--", "true"});
   EXPECT_EQ(after.code, 0) << after.err;
+}
+
+// The children of `parent` whose command line contains `word`.
+std::vector<pid_t> children_running(pid_t parent, const std::string& word) {
+  std::vector<pid_t> out;
+  for (const auto& entry : std::filesystem::directory_iterator("/proc")) {
+    const std::string name = entry.path().filename().string();
+    if (name.find_first_not_of("0123456789") != std::string::npos) continue;
+    std::ifstream stat(entry.path() / "stat");
+    std::string line;
+    if (!std::getline(stat, line)) continue;
+    std::size_t paren = line.rfind(')');
+    if (paren == std::string::npos) continue;
+    std::istringstream rest(line.substr(paren + 2));
+    std::string state;
+    long ppid = 0;
+    rest >> state >> ppid;
+    if (ppid != parent) continue;
+    std::ifstream cmd(entry.path() / "cmdline");
+    std::string args((std::istreambuf_iterator<char>(cmd)), std::istreambuf_iterator<char>());
+    if (args.find(word) != std::string::npos) out.push_back(static_cast<pid_t>(std::stol(name)));
+  }
+  return out;
+}
+
+TEST(CliGroup, AGuardThatDiedFirstDoesNotTakeDlockDown) {
+  Sandbox box;
+  auto ready = box.dir() / "ready";
+  pid_t p = box.start({"run", "--uri", box.file_uri(), "job", "--", "sh", "-c",
+                       "touch '" + ready.string() + "'; sleep 0.5"});
+  ASSERT_TRUE(box.wait_ready(p, ready)) << box.wait(p).err;
+  std::vector<pid_t> guards;
+  for (int i = 0; i < 100 && guards.empty(); ++i) {
+    guards = children_running(p, "__guard");
+    if (guards.empty()) std::this_thread::sleep_for(milliseconds(5));
+  }
+  ASSERT_EQ(guards.size(), 1u) << "dlock runs one guard process while the command runs";
+  ::kill(guards[0], SIGKILL);
+  auto r = box.wait(p);
+  EXPECT_TRUE(r.exited) << "dlock died telling a dead guard that the command ended";
+  EXPECT_EQ(r.code, 0) << r.err;
 }
 
 }  // namespace
