@@ -12,7 +12,8 @@
 #   7. builds the core tests with TSan (g++) into build-tsan/ and runs them: any report fails
 #   8. configures with hiredis hidden from pkg-config and DLOCK_WITH_MEM=OFF into
 #      build-minimal/: redis must be left out (AUTO), =ON must fail, and the library, CLI,
-#      bench and examples must build without redis and mem
+#      bench and examples must build without redis and mem; then tests/embed builds dlock as
+#      a subdirectory of another project (extras off, parent's settings untouched)
 #   9. installs build/ into a temporary prefix and builds+runs tests/consumer against it
 # Prints a summary; exits non-zero if any step failed.
 #
@@ -234,6 +235,15 @@ minimal_build() {
   return "$rc"
 }
 step "no hiredis + DLOCK_WITH_MEM=OFF: configure and build ($build_minimal/)" minimal_build
+
+# dlock inside another project (tests/embed): extras off by default, the parent's settings
+# untouched, dlock::dlock links.
+embedded_build() {
+  cmake -S tests/embed -B "$build_minimal-embed" -G "Unix Makefiles" -DCMAKE_CXX_COMPILER=g++ &&
+    cmake --build "$build_minimal-embed" -j"$jobs" --target embedded &&
+    "$build_minimal-embed/embedded"
+}
+step "dlock embedded with add_subdirectory ($build_minimal-embed/)" embedded_build
 
 # --- 9. install + consumer
 if ((built)); then
