@@ -30,7 +30,7 @@ done
 # libraries of the optional backends (mysql, zookeeper, postgres). `locales` holds the locale
 # sources a unit test compiles de_DE from (Duration.IgnoresTheProcessLocale).
 build_pkgs=(g++ clang-14 cmake make pkg-config libssl-dev libhiredis-dev libfmt-dev libcli11-dev liburiparser-dev
-            libgtest-dev libgmock-dev libbenchmark-dev netcat-openbsd python3 locales
+            libgtest-dev libgmock-dev libbenchmark-dev netcat-openbsd python3 locales ccache
             libmysqlcppconn-dev libzookeeper-mt-dev libpq-dev)
 # zookeeper depends on default-jre; default-jre-headless is what the JVM needs to run it here.
 # redis-tools, mariadb-client and postgresql-client come in with their servers.

@@ -71,6 +71,12 @@ if ! step "install dependencies and servers" scripts/install-deps.sh --servers; 
   exit 1
 fi
 
+# ccache, when installed, makes rebuilding an unchanged tree almost free, also from another
+# clone (paths are hashed relative to the repository): CI builds the tree four ways.
+if command -v ccache >/dev/null 2>&1; then
+  export CMAKE_CXX_COMPILER_LAUNCHER=ccache CCACHE_BASEDIR="$repo" CCACHE_NOHASHDIR=true
+fi
+
 # --- 2. servers
 servers=(redis mariadb zookeeper postgres)
 ours=()  # the servers this run starts, and so stops
