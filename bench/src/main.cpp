@@ -14,6 +14,7 @@
 #include "dlock/open.h"
 #include "dlock/uri.h"
 #include "floor.h"
+#include "floor_file_handoff.h"
 #include "loop.h"
 #include "peers.h"
 #include "report.h"
@@ -67,7 +68,15 @@ int run(const Settings& s) {
         if (f.ping) ping_p50 = time_loop(s.warmup, std::min(s.iterations, 2000), s.loop_cap, f.ping).p50_us();
       });
     }
+    std::optional<HandoffFloor> handoff_floor;
+    if (uri.scheme == "file") {
+      section(report, "b", "F_OFD_SETLKW hand-off floor",
+              [&] { handoff_floor = run_file_handoff_floor(uri, s, report); });
+    }
     section(report, "b", "contended handoff", [&] { run_contended(s.uri, provider, ping_p50, s, report); });
+    if (handoff_floor) {
+      section(report, "b", "hand-off versus floor", [&] { add_handoff_floor_ratios(*handoff_floor, report); });
+    }
   }
   if (wants('c')) section(report, "c", "re-entry", [&] { run_reentry(*provider, s, report); });
   provider.reset();  // (d) counts server commands: nothing else of ours may talk meanwhile

@@ -38,6 +38,7 @@ class Report {
   void add_note(std::string note) { notes_.push_back(std::move(note)); }
 
   bool has_errors() const noexcept { return !errors_.empty(); }
+  const std::vector<Row>& rows() const noexcept { return rows_; }
   bool has_misses() const noexcept;
 
   void print_markdown(std::ostream& out) const;
