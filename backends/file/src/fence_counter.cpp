@@ -13,7 +13,7 @@
 
 #include "dlock/error.h"
 #include "range_lock.h"
-#include "sys_error.h"
+#include "errors.h"
 
 namespace dlock::file {
 namespace {
@@ -90,8 +90,10 @@ void lock_counter(int fd, const char* path) {
 }
 
 struct CounterGuard {
-  int fd;
-  ~CounterGuard() { unlock_range(fd, Range::counter); }
+  int fd;  // -1: nothing to unlock
+  ~CounterGuard() {
+    if (fd >= 0) unlock_range(fd, Range::counter);
+  }
 };
 
 }  // namespace
@@ -116,9 +118,10 @@ std::uint64_t wall_clock_floor() noexcept {
   return us > 0 ? static_cast<std::uint64_t>(us) : 0;
 }
 
-std::uint64_t bump_fence_counter(int fd, const char* path, bool durable, std::uint64_t floor) {
-  lock_counter(fd, path);
-  CounterGuard guard{fd};
+std::uint64_t bump_fence_counter(int fd, const char* path, bool durable, std::uint64_t floor,
+                                 bool exclusive_holder) {
+  if (!exclusive_holder) lock_counter(fd, path);
+  CounterGuard guard{exclusive_holder ? -1 : fd};
   auto [value, slot] = current(read_slots(fd, path), path);
   if (value == std::numeric_limits<std::uint64_t>::max()) {
     throw Error(ErrorCode::internal, std::string("file://: fencing counter of ") + path +

@@ -6,8 +6,9 @@
 #include <utility>
 
 #include "dlock/error.h"
-#include "file_acquisition.h"
+#include "acquisition.h"
 #include "file_held_lock.h"
+#include "fork_guard.h"
 #include "lock_file.h"
 #include "name_codec.h"
 #include "range_lock.h"
@@ -24,7 +25,8 @@ FileHeldLock& as_file_lock(spi::HeldLock& lock) {
 }  // namespace
 
 FileBackend::FileBackend(FileConfig config)
-    : config_(std::move(config)), watcher_(DirWatcher::for_directory(config_.dir)) {
+    : config_(std::move(config)) {
+  static_cast<void>(fork_generation());  // registers the fork handler before any hold exists
   caps_.reentrant = true;
   caps_.read_write = true;
   caps_.fair = false;
@@ -35,8 +37,8 @@ FileBackend::FileBackend(FileConfig config)
   caps_.default_lease = config_.default_lease;
   // Found by the watchdog's check, every third of the lease (plus scheduling slack).
   caps_.lost_signal_bound = config_.default_lease / 3 + std::chrono::milliseconds(100);
-  // The kernel frees the lock at the holder's death; waiters see it through the close
-  // event or, at worst, their next poll.
+  // The kernel frees the lock at the holder's death and hands it to a waiter blocked on it
+  // at once; a waiter without a thread of its own (none could be started) polls.
   caps_.crash_release_bound = std::max<std::chrono::milliseconds>(std::chrono::seconds(1),
                                                                   2 * config_.poll);
 }
@@ -49,21 +51,25 @@ std::string FileBackend::path_for(std::string_view name) const {
 
 std::unique_ptr<spi::Acquisition> FileBackend::begin_acquire(const spi::AttemptRequest& request,
                                                            std::function<void()> wake) {
-  return std::make_unique<FileAcquisition>(config_, watcher_, request, std::move(wake));
+  return std::make_unique<FileAcquisition>(config_, pool_, request, std::move(wake));
 }
 
 bool FileBackend::release(spi::HeldLock& lock) {
   FileHeldLock& held = as_file_lock(lock);
   std::lock_guard guard(held.mu);
-  if (!held.fd.valid()) return false;
-  if (held.pid != ::getpid()) {
-    held.fd.reset();  // a forked child: drop our copy, never the parent's lock
+  if (!held.file.valid()) return false;
+  if (held.generation != fork_generation()) {
+    held.file = LockFd{};  // a forked child: drop our copy, never the parent's lock
     return false;
   }
-  bool ours = identity(held.fd.get(), held.path) == Identity::same;
-  // Unlock before closing, so the close event never reaches a waiter before the lock is free.
-  unlock_range(held.fd.get(), Range::main);
-  held.fd.reset();
+  bool ours = identity(held.file, held.path) == Identity::same;
+  // Gate and main (a writer holds both, a reader main): a waiter blocked on them gets
+  // them now, in the kernel.
+  unlock_ranges(held.file.get(), Range::gate, 2);
+  if (ours) {
+    pool_.put(held.file_name(), std::move(held.file));  // kept open for the next hold
+  }
+  held.file = LockFd{};
   return ours;
 }
 
@@ -77,11 +83,11 @@ void FileBackend::extend_many(std::span<spi::HeldLock* const> locks,
       continue;
     }
     std::lock_guard guard(held->mu);
-    if (!held->fd.valid()) {
+    if (!held->file.valid()) {
       out[i] = spi::RenewStatus::not_held;
       continue;
     }
-    switch (identity(held->fd.get(), held->path)) {
+    switch (identity(held->file, held->path)) {
       case Identity::same: out[i] = spi::RenewStatus::renewed; break;
       case Identity::replaced: out[i] = spi::RenewStatus::not_held; break;
       case Identity::unknown: out[i] = spi::RenewStatus::failed; break;

@@ -3,15 +3,16 @@
 //
 // Per name, one lock file (see name_codec.h for its name) carries:
 //   * byte range 1 ("main"): the lock; F_RDLCK for shared holders, F_WRLCK for a writer;
-//   * byte range 0 ("gate"): writer preference. A writer takes the gate exclusively and
-//     keeps it while it waits for main, then drops it once main is held; a reader must pass
-//     the gate shared (take, then drop right after its main attempt), so a waiting writer
-//     blocks new readers. Each waiter keeps its own descriptor between attempts
-//     (owned by its FileAcquisition);
+//   * byte range 0 ("gate"): writer preference. A writer that has to wait takes the gate
+//     exclusively and keeps it while it waits for main, then drops it once main is held; a
+//     reader takes gate and main together (shared) and drops the gate right away, so a
+//     waiting writer blocks new readers;
 //   * byte range 2 and bytes 0..31 of the contents: the fencing counter (fence_counter.h).
 // Each hold is its own open file description, so holds exclude each other whether they are
 // in different processes, or in one process (two providers, two owners). The kernel drops
-// the locks when the holder closes the descriptor or dies.
+// the locks when the holder closes the descriptor or dies. Waiters block in the kernel
+// (kernel_wait.h), which hands the lock over at the release or death of its holder. Released
+// descriptors are kept open for the next hold of the name (fd_pool.h).
 //
 // Lock files are never deleted: unlinking a lock file while another process has it open
 // and is about to lock it would let two holders lock two different inodes. The directory
@@ -28,27 +29,20 @@
 #include <string>
 #include <string_view>
 
-#include "dir_watcher.h"
 #include "dlock/spi/backend.h"
+#include "fd_pool.h"
+#include "options.h"
 
 namespace dlock::file {
 
-struct FileConfig {
-  std::string dir;                             // absolute, existing directory, no trailing '/'
-  std::chrono::milliseconds poll{100};         // fallback poll while waiting
-  bool durable = true;                         // fsync the fencing counter before granting
-  std::chrono::milliseconds default_lease{3000};  // the watchdog checks every third of it
-};
-
 class FileBackend final : public spi::Backend {
  public:
-  // REQUIRES: config.dir exists. Starts the directory watcher (never throws for inotify
-  // trouble: waiters then poll).
+  // REQUIRES: config.dir exists.
   explicit FileBackend(FileConfig config);
   ~FileBackend() override;
 
   const Capabilities& capabilities() const noexcept override { return caps_; }
-  // A FileAcquisition (file_acquisition.h): owns the waiter's descriptor and wake-ups.
+  // A FileAcquisition (acquisition.h): owns the waiter's descriptor and its blocked wait.
   std::unique_ptr<spi::Acquisition> begin_acquire(const spi::AttemptRequest& request,
                                                   std::function<void()> wake) override;
   bool release(spi::HeldLock& lock) override;
@@ -61,7 +55,7 @@ class FileBackend final : public spi::Backend {
  private:
   const FileConfig config_;
   Capabilities caps_;
-  std::shared_ptr<DirWatcher> watcher_;
+  FdPool pool_;
 };
 
 }  // namespace dlock::file

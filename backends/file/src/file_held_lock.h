@@ -1,32 +1,42 @@
 // FileHeldLock: a granted file:// lock, owning the open file description that holds it.
 #pragma once
 
-#include <unistd.h>
-
+#include <cstdint>
 #include <mutex>
 #include <string>
+#include <string_view>
 
 #include "dlock/spi/held_lock.h"
-#include "unique_fd.h"
+#include "fork_guard.h"
+#include "lock_file.h"
 
 namespace dlock::file {
 
-// Thread safety: `mu` guards `fd` (release and the watchdog's check may run concurrently).
+// Thread safety: `mu` guards `file` (release and the watchdog's check may run concurrently).
 class FileHeldLock final : public spi::HeldLock {
  public:
   FileHeldLock(std::string name, LockMode mode, std::string owner_key, std::uint64_t token,
-               UniqueFd held_fd, std::string lock_path)
+               LockFd held, std::string lock_path, std::size_t file_name_at)
       : HeldLock(std::move(name), mode, std::move(owner_key), token, Clock::time_point::max()),
-        fd(std::move(held_fd)),
+        file(std::move(held)),
         path(std::move(lock_path)),
-        pid(::getpid()) {}
+        file_name_at_(file_name_at),
+        generation(fork_generation()) {}
+
+  // The lock file's name inside the directory (the pool's key).
+  std::string_view file_name() const noexcept { return std::string_view(path).substr(file_name_at_); }
 
   std::mutex mu;
-  UniqueFd fd;  // holds Range::main; invalid once released
+  LockFd file;  // holds Range::main; invalid once released
   const std::string path;
-  // The process that took the lock. A child created by fork() shares the open description:
-  // unlocking it there would free the parent's lock.
-  const pid_t pid;
+
+ private:
+  const std::size_t file_name_at_;
+
+ public:
+  // fork_generation() when the lock was taken. A child created by fork() shares the open
+  // description: unlocking it there would free the parent's lock.
+  const std::uint64_t generation;
 };
 
 }  // namespace dlock::file

@@ -5,9 +5,10 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <utility>
 
 #include "dlock/error.h"
-#include "sys_error.h"
+#include "errors.h"
 
 namespace dlock::file {
 namespace {
@@ -35,7 +36,7 @@ void ensure_directory(const std::string& dir) {
   }
 }
 
-UniqueFd open_lock_file(const std::string& dir, const std::string& path, bool durable) {
+LockFd open_lock_file(const std::string& dir, const std::string& path, bool durable) {
   bool recreated = false;
   for (;;) {
     UniqueFd fd(::open(path.c_str(), kFlags));
@@ -58,7 +59,7 @@ UniqueFd open_lock_file(const std::string& dir, const std::string& path, bool du
     if (!S_ISREG(st.st_mode)) {
       throw Error(ErrorCode::unavailable, "file://: " + path + " is not a regular file");
     }
-    return fd;
+    return LockFd{std::move(fd), st.st_dev, st.st_ino};
   }
 }
 
@@ -71,6 +72,16 @@ Identity identity(int fd, const std::string& path) noexcept {
   }
   bool same = held.st_dev == named.st_dev && held.st_ino == named.st_ino && held.st_nlink > 0;
   return same ? Identity::same : Identity::replaced;
+}
+
+Identity identity(const LockFd& file, const std::string& path) noexcept {
+  struct stat named {};
+  if (::fstatat(AT_FDCWD, path.c_str(), &named, AT_SYMLINK_NOFOLLOW) != 0) {
+    return errno == ENOENT || errno == ENOTDIR ? Identity::replaced : Identity::unknown;
+  }
+  // Our descriptor keeps the inode alive, so no other file can have its number meanwhile.
+  return named.st_dev == file.dev && named.st_ino == file.ino ? Identity::same
+                                                              : Identity::replaced;
 }
 
 }  // namespace dlock::file

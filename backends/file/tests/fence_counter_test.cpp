@@ -6,10 +6,12 @@
 
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <cstdint>
 #include <string>
 
 #include "dlock/error.h"
+#include "range_lock.h"
 #include "temp_dir.h"
 #include "unique_fd.h"
 
@@ -98,6 +100,19 @@ TEST_F(FenceCounter, ForeignContentIsReportedNotGuessed) {
     EXPECT_EQ(e.code(), ErrorCode::internal);
     EXPECT_NE(e.message().find("corrupt"), std::string::npos);
   }
+}
+
+// An exclusive holder has no concurrent updater: it skips the counter range, so a peer
+// stuck on that range (stopped mid-update by SIGSTOP, say) cannot delay it; a shared holder
+// still waits for it and gives up after its bound.
+TEST_F(FenceCounter, AnExclusiveHolderNeedsNoCounterLock) {
+  UniqueFd fd = open_file();
+  UniqueFd peer = open_file();
+  ASSERT_TRUE(try_lock_range(peer.get(), Range::counter, RangeMode::exclusive, "peer"));
+  auto start = std::chrono::steady_clock::now();
+  EXPECT_EQ(bump_fence_counter(fd.get(), path_.c_str(), false, 0, /*exclusive_holder=*/true), 1u);
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(1));
+  EXPECT_EQ(bump_fence_counter(fd.get(), path_.c_str(), false, 0, true), 2u);
 }
 
 }  // namespace

@@ -1,16 +1,14 @@
 // A process that forks after opening file:// (a daemon spawning workers): the child must not
-// free the parent's locks nor stop the parent's watcher thread. Each child runs under an
-// alarm, so a hang fails the case instead of blocking it.
+// free the parent's locks nor share them through an inherited descriptor. Each child runs
+// under an alarm, so a hang fails the case instead of blocking it.
 #include <fcntl.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <gtest/gtest.h>
 
-#include <atomic>
 #include <chrono>
 
-#include "dir_watcher.h"
 #include "dlock/dlock.h"
 #include "temp_dir.h"
 #include "test_util.h"
@@ -19,7 +17,6 @@ namespace dlock::file {
 namespace {
 
 using namespace std::chrono_literals;
-using testing::eventually;
 using testing::range_state;
 
 // Runs `child` in a forked child that exits 0 if it returns true; returns the wait status.
@@ -35,22 +32,31 @@ int in_child(F child) {
   return status;
 }
 
-TEST(FileFork, ChildDroppingTheWatcherLeavesTheParentsRunning) {
+TEST(FileFork, ChildNeverReusesTheParentsKeptDescriptors) {
   testing::TempDir dir;
-  auto watcher = DirWatcher::for_directory(dir.path());
-  ASSERT_TRUE(watcher->healthy());
-  int status = in_child([&] {
-    watcher.reset();  // the last reference in the child: its destructor runs there
-    return true;
-  });
+  auto p = dlock::open(dir.uri());
+  auto first = p->try_lock("kept");
+  ASSERT_TRUE(first);
+  ASSERT_TRUE(first->release());  // its descriptor is now kept open for the next hold
+  // The parent takes the name again (on the kept description); a child that took the kept
+  // description too would share the parent's hold and be granted alongside it.
+  auto again = p->try_lock("kept");
+  ASSERT_TRUE(again);
+  // Another owner in the child, so the core sees no re-entry and asks the backend.
+  AcquireOptions other_owner;
+  other_owner.owner = "child";
+  auto child_try = [&] { return !p->try_lock("kept", Wait::try_once(), other_owner); };
+  int status = in_child(child_try);
   ASSERT_TRUE(WIFEXITED(status)) << "child hung or crashed, status " << status;
+  EXPECT_EQ(WEXITSTATUS(status), 0) << "the child was granted a lock its parent holds";
+  ASSERT_TRUE(again->release());
+  // And after the parent released it: the child's kept copy must not be granted while the
+  // parent holds the name through a fresh description.
+  auto third = p->try_lock("kept");
+  ASSERT_TRUE(third);
+  status = in_child(child_try);
+  ASSERT_TRUE(WIFEXITED(status));
   EXPECT_EQ(WEXITSTATUS(status), 0);
-
-  std::atomic<int> wakes{0};
-  auto registration = watcher->watch("n-x.lock", [&] { ++wakes; });
-  std::string path = dir.path() + "/n-x.lock";
-  UniqueFd(::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600));  // IN_CLOSE_WRITE
-  EXPECT_TRUE(eventually([&] { return wakes > 0; }, 2s));
 }
 
 TEST(FileFork, ChildReleasingAnInheritedLeaseLeavesTheParentsLock) {

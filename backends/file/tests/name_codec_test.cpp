@@ -101,5 +101,34 @@ TEST(NameCodec, PlainAndHashedFormsMeetAtTheThreshold) {
   }
 }
 
+// The hash behind long names (OpenSSL's SHA-256) on the FIPS 180-2 examples.
+TEST(NameCodec, HashIsSha256OnTheFipsExamples) {
+  EXPECT_EQ(sha256_hex(""), "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855");
+  EXPECT_EQ(sha256_hex("abc"),
+            "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad");
+  EXPECT_EQ(sha256_hex("abcdbcdecdefdefgefghfghighijhijkijkljklmklmnlmnomnopnopq"),
+            "248d6a61d20638b8e5c026930c3e6039a33ce45964ff2167f6ecedd419db06c1");
+  EXPECT_EQ(sha256_hex(std::string(1000000, 'a')),
+            "cdc76e5c9914fb9281a1c7e284d73e67f1809a48a497200e046d39ccc7112cd0");
+}
+
+// File names are shared by every process (and dlock build) using a directory: long names
+// must map exactly as they did with the earlier built-in SHA-256 (values from that build,
+// checked with Python's hashlib), or two builds would lock two different files.
+TEST(NameCodec, LongNamesMapAsBefore) {
+  EXPECT_EQ(lock_file_name(std::string(200, 'A')),
+            "h-%41%41%41%41%41%41%41%41%41%41%41%41%41%41%41%41%41%41%41%41%41-"
+            "70d3bf8b0b9d83a61012f35fbf460c4207063fe31b4d6178390fe3b721cc03f7.lock");
+  EXPECT_EQ(lock_file_name(std::string(1024, '\xff')),
+            "h-%ff%ff%ff%ff%ff%ff%ff%ff%ff%ff%ff%ff%ff%ff%ff%ff%ff%ff%ff%ff%ff-"
+            "5f4ecdb7b71c3e403983fe405cddcdc2f2576b655fdb3e80d94a6f7c32e58bc2.lock");
+  // The two FIPS multi-block inputs joined: 169 bytes, over the plain limit.
+  EXPECT_EQ(lock_file_name("abcdefghbcdefghicdefghijdefghijkefghijklfghijklmghijklmnhijklmnoijklmnop"
+                           "jklmnopqklmnopqrlmnopqrsmnopqrstnopqrstu/"
+                           "abcdbcdecdefdefgefghfghighijhijkijkljklmklmnlmnomnopnopq"),
+            "h-abcdefghbcdefghicdefghijdefghijkefghijklfghijklmghijklmnhijklmno-"
+            "5dd4d872c7fe6b365708c5a3ed92dab46dae9be8cbd438579aa340c6319e700b.lock");
+}
+
 }  // namespace
 }  // namespace dlock::file

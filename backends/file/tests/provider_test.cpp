@@ -93,7 +93,7 @@ TEST_F(FileProvider, RecreatesAVanishedDirectory) {
   auto lease = p->try_lock("back");
   ASSERT_TRUE(lease);
   EXPECT_FALSE(q->try_lock("back"));
-  // Once the watcher has re-added its watch (within about a second), wake-ups push again.
+  // The waiter blocks in the kernel on the recreated file and gets it at the release.
   std::optional<Lease> waited;
   std::jthread waiter([&] { waited = q->try_lock("back", Wait::for_duration(10s)); });
   std::this_thread::sleep_for(1500ms);
@@ -162,7 +162,7 @@ TEST_F(FileProvider, AWaitingWriterBlocksNewReaders) {
   r1->release();
   writer.join();
   ASSERT_TRUE(w && *w);
-  EXPECT_EQ(range_state(dir_.path(), "wp", Range::gate), F_UNLCK);  // dropped once held
+  EXPECT_EQ(range_state(dir_.path(), "wp", Range::gate), F_WRLCK);  // a writer keeps it
   EXPECT_EQ(range_state(dir_.path(), "wp", Range::main), F_WRLCK);
 }
 
@@ -215,9 +215,10 @@ TEST_F(FileProvider, LeavesNoDescriptorBehind) {
     held->release();
     auto r = p2->try_lock_shared("fd");
     ASSERT_TRUE(r);
-    EXPECT_GT(open_fds(), before);  // the hold's descriptor, the watcher's
+    EXPECT_GT(open_fds(), before);  // the hold's descriptor, kept descriptors
   }
-  EXPECT_EQ(open_fds(), before);
+  // The core's watchdog thread may drop the last reference to a released hold a moment later.
+  EXPECT_TRUE(eventually([&] { return open_fds() == before; }, 2s)) << open_fds() << " vs " << before;
 }
 
 TEST_F(FileProvider, FencingTokensStrictlyIncreaseAcrossHolders) {

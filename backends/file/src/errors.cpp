@@ -1,4 +1,4 @@
-#include "sys_error.h"
+#include "errors.h"
 
 #include <cstring>
 #include <string>
