@@ -129,7 +129,7 @@ spi::Attempt FileAcquisition::grant() {
   pooled_ = false;
   return std::make_shared<FileHeldLock>(std::string(request_.name), request_.mode,
                                         std::string(request_.owner_key), token, std::move(file_),
-                                        path_, file_name_at_);
+                                        std::move(path_), file_name_at_);  // never used again
 }
 
 }  // namespace dlock::file

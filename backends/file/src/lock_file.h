@@ -5,9 +5,11 @@
 
 #include <string>
 
-#include "unique_fd.h"
+#include "dlock/support/unique_fd.h"
 
 namespace dlock::file {
+
+using support::UniqueFd;
 
 // mkdir -p `dir`, mode 0700 for every directory it creates. Throws Error(unavailable).
 void ensure_directory(const std::string& dir);

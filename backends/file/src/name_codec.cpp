@@ -1,8 +1,6 @@
 #include "name_codec.h"
 
-#include <openssl/evp.h>
-
-#include "dlock/error.h"
+#include "dlock/support/sha256.h"
 
 namespace dlock::file {
 namespace {
@@ -13,22 +11,7 @@ bool kept(unsigned char c) {
 
 }  // namespace
 
-std::string sha256_hex(std::string_view data) {
-  static constexpr char kHex[] = "0123456789abcdef";
-  unsigned char digest[EVP_MAX_MD_SIZE];
-  unsigned int len = 0;
-  if (EVP_Digest(data.data(), data.size(), digest, &len, EVP_sha256(), nullptr) != 1 ||
-      len != 32) {
-    throw Error(ErrorCode::internal, "file://: SHA-256 from libcrypto failed");
-  }
-  std::string out;
-  out.reserve(2 * len);
-  for (unsigned int i = 0; i < len; ++i) {
-    out += kHex[digest[i] >> 4];
-    out += kHex[digest[i] & 0xf];
-  }
-  return out;
-}
+std::string sha256_hex(std::string_view data) { return support::to_hex(support::sha256({data})); }
 
 std::string escape_name(std::string_view name) {
   static constexpr char kHex[] = "0123456789abcdef";

@@ -8,7 +8,7 @@
 //   * the file name is "n-" + encoding + ".lock" when the encoding is at most
 //     kMaxPlainEncoding characters; otherwise "h-" + the encoding's first characters (for
 //     people reading the directory) + "-" + SHA-256 of the raw name in hex + ".lock"
-//     (OpenSSL's libcrypto computes it);
+//     (dlock::support, OpenSSL's libcrypto, computes it);
 //   * the "n-"/"h-" prefix keeps the two forms apart and means no file name is ever "." or
 //     "..", starts with a dot, or exceeds 255 bytes (NAME_MAX).
 #pragma once
@@ -29,7 +29,8 @@ inline constexpr std::size_t kHashedPrefix = 64;
 // The escaped form of `name` (see above). Pure; any bytes accepted.
 std::string escape_name(std::string_view name);
 
-// SHA-256 of `data` as 64 lower-case hex digits. Throws Error(internal) if libcrypto fails.
+// SHA-256 of `data` as 64 lower-case hex digits (dlock::support). Throws Error(internal)
+// if libcrypto fails.
 std::string sha256_hex(std::string_view data);
 
 // The file name for `name`: never contains '/', never "." or "..", at most 255 bytes,

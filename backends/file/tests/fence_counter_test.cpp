@@ -13,7 +13,7 @@
 #include "dlock/error.h"
 #include "range_lock.h"
 #include "temp_dir.h"
-#include "unique_fd.h"
+#include "lock_file.h"
 
 namespace dlock::file {
 namespace {

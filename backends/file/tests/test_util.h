@@ -7,9 +7,9 @@
 #include <string>
 #include <thread>
 
+#include "lock_file.h"
 #include "name_codec.h"
 #include "range_lock.h"
-#include "unique_fd.h"
 
 namespace dlock::file::testing {
 
