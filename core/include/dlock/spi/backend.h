@@ -95,7 +95,7 @@ class Acquisition {
   //    only one, and a Busy leaves nothing behind.
   //  - No lost wake-ups: once an attempt has returned Busy, `wake` must be called whenever
   //    the lock may have become free for this acquire. A backend that can only register for
-  //    wake-ups after seeing the lock busy (pub/sub, inotify) registers and attempts again
+  //    wake-ups after seeing the lock busy (a pub/sub subscription) registers and attempts again
   //    inside the same call before returning Busy.
   //  - A later attempt may answer without a round trip from what its registration delivered
   //    (a grant handed over by the server, a server-side blocking wait that returned).
