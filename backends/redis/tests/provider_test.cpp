@@ -34,6 +34,7 @@ class RedisProviderTest : public ::testing::Test {
     prefix_ = unique_prefix();
     uri_ = with_params(shared_uri(), "prefix=" + prefix_);
     raw_ = std::make_unique<Raw>(shared_uri());
+    mark_dataset(*raw_, prefix_);
   }
   void TearDown() override {
     if (!raw_) return;

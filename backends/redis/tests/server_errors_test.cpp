@@ -21,6 +21,7 @@ class RedisServerErrorsTest : public ::testing::Test {
     server_ = std::make_unique<PrivateServer>();
     ASSERT_TRUE(server_->running()) << "could not start a private redis-server (is it installed?)";
     raw_ = std::make_unique<Raw>(server_->uri());
+    mark_dataset(*raw_, "dlock:");
   }
 
   std::unique_ptr<RedisBackend> backend(const std::string& uri) {
@@ -91,6 +92,9 @@ TEST_F(RedisServerErrorsTest, MissingDatabase) {
   auto [code, message] = open_error(server_->uri() + "?db=4000");
   EXPECT_EQ(code, ErrorCode::invalid_argument);
   EXPECT_NE(message.find("database"), std::string::npos) << message;
+  raw_->cmd({"SELECT", "3"});
+  mark_dataset(*raw_, "d3:");
+  raw_->cmd({"SELECT", "0"});
   auto p = dlock::open(server_->uri() + "?db=3&prefix=d3:");
   auto held = p->try_lock("x");
   EXPECT_TRUE(held);
@@ -237,7 +241,7 @@ TEST_F(RedisServerErrorsTest, AfterARestartNothingIsGrantedDuringTheGraceAndToke
   auto g = grant(*b, "rs", "c:b");
   ASSERT_TRUE(g);
   EXPECT_GT(g->fencing_token(), before->fencing_token()) << "the token went back after the restart";
-  // A provider that never saw the old server has nothing to wait for.
+  // Once the pause is over, a provider that never saw the old server is not held up.
   EXPECT_TRUE(grant(*backend(server_->uri()), "rs2", "c:c"));
 }
 

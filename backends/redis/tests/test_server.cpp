@@ -56,6 +56,8 @@ std::optional<std::string> Raw::string(std::initializer_list<std::string_view> a
   return std::string(r->str, r->len);
 }
 
+void mark_dataset(Raw& raw, const std::string& prefix) { raw.cmd({"SET", prefix + "epoch", "0"}); }
+
 spi::AttemptRequest Req::get() const {
   spi::AttemptRequest r;
   r.name = name;

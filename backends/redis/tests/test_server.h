@@ -40,6 +40,10 @@ class Raw {
   std::unique_ptr<Connection> c_;
 };
 
+// Marks the dataset under `prefix` as initialised (SET <prefix>epoch 0), as an operator does
+// on a fresh server, so that the first acquire does not wait for the data-loss pause.
+void mark_dataset(Raw& raw, const std::string& prefix);
+
 using HeldPtr = std::shared_ptr<spi::HeldLock>;
 
 // An acquire request that owns its strings (spi::AttemptRequest only views them).

@@ -112,6 +112,22 @@ TEST(RedisOptions, BadInputIsInvalidArgument) {
   }
 }
 
+TEST(RedisOptions, AHeartbeatLongerThanHalfTheLeaseIsRefused) {
+  // A dead waiter must not hold up the queue longer than a dead holder holds the lock.
+  std::string message;
+  EXPECT_EQ(code_of("redis://h?lease=30ms&fair_heartbeat=1h", &message), ErrorCode::invalid_argument);
+  EXPECT_NE(message.find("fair_heartbeat"), std::string::npos) << message;
+  EXPECT_NE(message.find("lease/2"), std::string::npos) << message;
+  EXPECT_EQ(code_of("redis://h?lease=10s&fair_heartbeat=5001ms"), ErrorCode::invalid_argument);
+  EXPECT_EQ(parse("redis://h?lease=10s&fair_heartbeat=5s").fair_heartbeat, milliseconds(5000));
+}
+
+TEST(RedisOptions, EvictionIsRefusedUnlessAllowed) {
+  EXPECT_FALSE(parse("redis://h").allow_eviction);
+  EXPECT_TRUE(parse("redis://h?allow_eviction=true").allow_eviction);
+  EXPECT_EQ(code_of("redis://h?allow_eviction=maybe"), ErrorCode::invalid_argument);
+}
+
 TEST(RedisOptions, MessagesNeverShowThePassword) {
   std::string message;
   EXPECT_EQ(code_of("redis://u:hunter2@h?nope=1", &message), ErrorCode::invalid_argument);

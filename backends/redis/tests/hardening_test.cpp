@@ -1,0 +1,286 @@
+// Issue 11 on a private redis-server: no double grant after data loss (a restart that
+// restored an older snapshot, FLUSHALL, a restart without persistence), eviction refused,
+// release and abandon under OOM, no half-written scripts, ACL needs checked at connect, and
+// fencing counters that expire while tokens keep increasing.
+#include <gtest/gtest.h>
+
+#include <thread>
+
+#include "dlock/dlock.h"
+#include "keys.h"
+#include "test_server.h"
+
+namespace dlock::redis::test {
+namespace {
+
+using namespace std::chrono_literals;
+using Clock = std::chrono::steady_clock;
+
+class RedisHardeningTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    ASSERT_FALSE(shared_uri().empty()) << kNoServerMessage;
+    server_ = std::make_unique<PrivateServer>();
+    ASSERT_TRUE(server_->running()) << "could not start a private redis-server (is it installed?)";
+    raw_ = std::make_unique<Raw>(server_->uri());
+    mark_dataset(*raw_, "dlock:");
+  }
+
+  std::unique_ptr<RedisBackend> backend(const std::string& params = "") {
+    const std::string uri = params.empty() ? server_->uri() : with_params(server_->uri(), params);
+    return std::make_unique<RedisBackend>(parse_options(Uri::parse(uri)));
+  }
+  static HeldPtr grant(RedisBackend& b, const std::string& name, const std::string& owner,
+                       std::chrono::milliseconds lease = 10s) {
+    return Acquire(b, Req{name, owner, LockMode::exclusive, lease}).try_get();
+  }
+  // Tries once every 20 ms until granted or `limit` passed.
+  static HeldPtr grant_within(RedisBackend& b, const std::string& name, const std::string& owner,
+                              std::chrono::milliseconds limit) {
+    const auto end = Clock::now() + limit;
+    for (;;) {
+      if (auto h = grant(b, name, owner)) return h;
+      if (Clock::now() > end) return nullptr;
+      std::this_thread::sleep_for(20ms);
+    }
+  }
+  std::pair<ErrorCode, std::string> open_error(const std::string& uri) {
+    try {
+      dlock::open(uri);
+    } catch (const Error& e) {
+      return {e.code(), e.what()};
+    }
+    ADD_FAILURE() << "opened " << uri;
+    return {ErrorCode::internal, ""};
+  }
+  static std::string lock_key(std::string_view name) { return LockKeys("dlock:", name, 0).hash; }
+  static std::string counter_key(std::string_view name) { return LockKeys("dlock:", name, 0).counter; }
+
+  std::unique_ptr<PrivateServer> server_;
+  std::unique_ptr<Raw> raw_;
+};
+
+// --- 1. tokens across a restart that restores an older snapshot ---------------------------
+
+TEST_F(RedisHardeningTest, TokensKeepIncreasingAfterARestartRestoresAnOlderSnapshot) {
+  auto b = backend("restart_grace=300ms");
+  auto h0 = grant(*b, "snap", "c:0");
+  ASSERT_TRUE(h0);
+  EXPECT_TRUE(b->release(*h0));
+  ASSERT_EQ(raw_->string({"SAVE"}), "OK");  // the snapshot the server will come back with
+  std::uint64_t last = 0;
+  for (int i = 1; i <= 3; ++i) {
+    auto h = grant(*b, "snap", "c:" + std::to_string(i));
+    ASSERT_TRUE(h);
+    last = h->fencing_token();
+    EXPECT_TRUE(b->release(*h));
+  }
+  ASSERT_TRUE(server_->restart());  // loads the snapshot: the counter goes back three grants
+  raw_ = std::make_unique<Raw>(server_->uri());
+  auto after = grant_within(*b, "snap", "c:4", 3s);
+  ASSERT_TRUE(after) << "never granted after the restart";
+  EXPECT_GT(after->fencing_token(), last) << "a token was issued twice";
+}
+
+TEST_F(RedisHardeningTest, TokensKeepIncreasingWhenTheCounterGoesBack) {
+  // The same without a restart: the counter restored by hand to an older value.
+  auto b = backend();
+  auto first = grant(*b, "back", "c:a");
+  ASSERT_TRUE(first);
+  const auto old = raw_->string({"GET", counter_key("back")});
+  ASSERT_TRUE(old);
+  EXPECT_TRUE(b->release(*first));
+  auto second = grant(*b, "back", "c:b");
+  ASSERT_TRUE(second);
+  EXPECT_TRUE(b->release(*second));
+  raw_->cmd({"SET", counter_key("back"), *old});
+  auto third = grant(*b, "back", "c:c");
+  ASSERT_TRUE(third);
+  EXPECT_GT(third->fencing_token(), second->fencing_token());
+}
+
+// --- 2. data loss without a run_id change, and new processes -------------------------------
+
+TEST_F(RedisHardeningTest, AfterFlushallNobodyIsGrantedForTheGrace) {
+  auto holder = backend("restart_grace=800ms");
+  auto h = grant(*holder, "fl", "c:old", 5s);
+  ASSERT_TRUE(h);
+  raw_->cmd({"FLUSHALL"});  // the run_id stays the same
+  // A process that never saw the lock (a new `dlock run`) must not get it while the old
+  // holder may still be working.
+  auto newcomer = backend("restart_grace=800ms");
+  const auto start = Clock::now();
+  auto a = Acquire(*newcomer, Req{"fl", "c:new"}).attempt();
+  ASSERT_TRUE(std::holds_alternative<spi::Busy>(a)) << "granted right after FLUSHALL";
+  auto retry = std::get<spi::Busy>(a).retry_after;
+  ASSERT_TRUE(retry);
+  EXPECT_GT(*retry, 500ms);
+  EXPECT_LE(*retry, 800ms);
+  EXPECT_FALSE(grant(*holder, "other-name", "c:old")) << "the pause covers every name";
+  // The old holder learns its loss at its next renewal.
+  spi::HeldLock* locks[] = {h.get()};
+  spi::RenewStatus out[1];
+  holder->extend_many(locks, 5s, out);
+  EXPECT_EQ(out[0], spi::RenewStatus::not_held);
+  auto g = grant_within(*newcomer, "fl", "c:new", 2s);
+  ASSERT_TRUE(g);
+  EXPECT_GE(Clock::now() - start, 700ms);
+  EXPECT_GT(g->fencing_token(), h->fencing_token());
+}
+
+TEST_F(RedisHardeningTest, AfterARestartWithoutPersistenceANewProcessWaitsToo) {
+  auto holder = backend("restart_grace=800ms");
+  ASSERT_TRUE(grant(*holder, "rp", "c:old", 5s));
+  ASSERT_TRUE(server_->restart());
+  raw_ = std::make_unique<Raw>(server_->uri());
+  auto newcomer = backend("restart_grace=800ms");
+  auto a = Acquire(*newcomer, Req{"rp", "c:new"}).attempt();
+  ASSERT_TRUE(std::holds_alternative<spi::Busy>(a)) << "a new process was granted at once";
+  EXPECT_TRUE(grant_within(*newcomer, "rp", "c:new", 2s));
+}
+
+TEST_F(RedisHardeningTest, AFreshDatasetWaitsOnceAndTheMarkerIsKept) {
+  // The documented cost: a server that has no marker cannot be told from one that lost its
+  // data, so the first acquire under a prefix waits the grace once.
+  raw_->cmd({"DEL", "dlock:epoch"});
+  auto b = backend("restart_grace=400ms");
+  EXPECT_FALSE(grant(*b, "fresh", "c:a"));
+  EXPECT_EQ(raw_->integer({"PTTL", "dlock:epoch"}), -1) << "the marker must not expire";
+  auto g = grant_within(*b, "fresh", "c:a", 2s);
+  ASSERT_TRUE(g);
+  EXPECT_TRUE(b->release(*g));
+  EXPECT_TRUE(grant(*b, "fresh2", "c:a")) << "waited again although nothing was lost";
+  // restart_grace=0 opts out.
+  raw_->cmd({"DEL", "dlock:epoch"});
+  EXPECT_TRUE(grant(*backend("restart_grace=0"), "fresh3", "c:a"));
+}
+
+// --- 3. eviction ------------------------------------------------------------------------------
+
+TEST_F(RedisHardeningTest, AnEvictingServerIsRefusedUnlessAllowed) {
+  for (const char* policy : {"volatile-lru", "allkeys-lru", "volatile-ttl", "allkeys-random"}) {
+    raw_->cmd({"CONFIG", "SET", "maxmemory-policy", policy});
+    auto [code, message] = open_error(server_->uri());
+    EXPECT_EQ(code, ErrorCode::invalid_argument) << policy;
+    EXPECT_NE(message.find(policy), std::string::npos) << message;
+    EXPECT_NE(message.find("maxmemory-policy noeviction"), std::string::npos) << message;
+    EXPECT_NE(message.find("allow_eviction=true"), std::string::npos) << message;
+  }
+  auto p = dlock::open(server_->uri() + "?allow_eviction=true");
+  EXPECT_TRUE(p->try_lock("ev"));
+  raw_->cmd({"CONFIG", "SET", "maxmemory-policy", "noeviction"});
+  EXPECT_TRUE(dlock::open(server_->uri())->try_lock("ev2"));
+}
+
+// --- 5. release and abandon when the server is out of memory ---------------------------------
+
+TEST_F(RedisHardeningTest, ReleaseAndAbandonSucceedOutOfMemory) {
+  auto b = backend();
+  auto h = grant(*b, "oom", "c:h");
+  ASSERT_TRUE(h);
+  auto waiter = std::make_unique<Acquire>(*b, Req{"oom", "c:w", LockMode::exclusive, 10s, false, true});
+  EXPECT_FALSE(waiter->try_get());  // queued
+  raw_->cmd({"CONFIG", "SET", "maxmemory", "1"});
+  EXPECT_TRUE(b->release(*h)) << "release refused when out of memory";
+  EXPECT_EQ(raw_->integer({"HEXISTS", lock_key("oom"), "c:h"}), 0);
+  // The release handed the lock to the waiter; it gives up without picking it up.
+  waiter.reset();
+  EXPECT_EQ(raw_->integer({"EXISTS", lock_key("oom")}), 0) << "the abandoned grant stayed";
+  EXPECT_EQ(raw_->integer({"EXISTS", LockKeys("dlock:", "oom", 0).queue}), 0);
+  raw_->cmd({"CONFIG", "SET", "maxmemory", "0"});
+  EXPECT_TRUE(grant(*b, "oom", "c:x"));
+}
+
+TEST_F(RedisHardeningTest, AbandonSucceedsOutOfMemory) {
+  auto b = backend();
+  auto h = grant(*b, "oom2", "c:h");
+  ASSERT_TRUE(h);
+  auto waiter = std::make_unique<Acquire>(*b, Req{"oom2", "c:w", LockMode::exclusive, 10s, true, true});
+  EXPECT_FALSE(waiter->try_get());
+  raw_->cmd({"CONFIG", "SET", "maxmemory", "1"});
+  waiter.reset();
+  raw_->cmd({"CONFIG", "SET", "maxmemory", "0"});
+  EXPECT_EQ(raw_->integer({"EXISTS", LockKeys("dlock:", "oom2", 0).queue}), 0) << "the queue entry stayed";
+}
+
+// --- 6. nothing half-written ------------------------------------------------------------------
+
+TEST_F(RedisHardeningTest, ABadCounterLeavesNoOrphanHold) {
+  auto b = backend();
+  for (const char* bad : {"not-a-number", "9223372036854775807", "1.5"}) {
+    raw_->cmd({"SET", counter_key("bad"), bad});
+    try {
+      grant(*b, "bad", "c:a");
+      ADD_FAILURE() << "granted with counter " << bad;
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find("fencing counter"), std::string::npos) << e.what();
+    }
+    EXPECT_EQ(raw_->integer({"EXISTS", lock_key("bad")}), 0) << "orphan hold after counter " << bad;
+  }
+}
+
+TEST_F(RedisHardeningTest, AReleaseThatCannotHandOverChangesNothing) {
+  auto b = backend();
+  auto h = grant(*b, "bad2", "c:h");
+  ASSERT_TRUE(h);
+  Acquire waiter(*b, Req{"bad2", "c:w", LockMode::exclusive, 10s, false, true});
+  EXPECT_FALSE(waiter.try_get());
+  raw_->cmd({"SET", counter_key("bad2"), "garbage"});
+  EXPECT_THROW(b->release(*h), Error);
+  EXPECT_EQ(raw_->string({"HGET", lock_key("bad2"), "c:h"}), "1") << "half a release";
+  EXPECT_EQ(raw_->integer({"HEXISTS", lock_key("bad2"), "c:w"}), 0) << "granted without a token";
+  raw_->cmd({"DEL", counter_key("bad2")});
+  EXPECT_TRUE(b->release(*h));
+}
+
+TEST_F(RedisHardeningTest, MissingAclRightsAreNamedAtConnect) {
+  const std::string path = server_->socket();
+  // Redis 7 gives a new user no channel rights: PUBLISH/SUBSCRIBE would fail only after a
+  // release had already handed the lock over.
+  raw_->cmd({"ACL", "SETUSER", "nochan", "on", ">nc-pw", "~*", "+@all"});
+  auto [code, message] = open_error("redis+unix://nochan:nc-pw@" + path);
+  EXPECT_EQ(code, ErrorCode::invalid_argument);
+  EXPECT_NE(message.find("PUBLISH"), std::string::npos) << message;
+  EXPECT_NE(message.find("SUBSCRIBE"), std::string::npos) << message;
+  EXPECT_NE(message.find("dlock:{"), std::string::npos) << "names the channel: " << message;
+  EXPECT_EQ(message.find("nc-pw"), std::string::npos) << "password leaked: " << message;
+
+  raw_->cmd({"ACL", "SETUSER", "otherkeys", "on", ">ok-pw", "~app:*", "&*", "+@all"});
+  std::tie(code, message) = open_error("redis+unix://otherkeys:ok-pw@" + path);
+  EXPECT_EQ(code, ErrorCode::invalid_argument);
+  EXPECT_NE(message.find("key"), std::string::npos) << message;
+  EXPECT_NE(message.find("dlock:"), std::string::npos) << message;
+
+  raw_->cmd({"ACL", "SETUSER", "nozadd", "on", ">nz-pw", "~*", "&*", "+@all", "-zadd"});
+  std::tie(code, message) = open_error("redis+unix://nozadd:nz-pw@" + path);
+  EXPECT_EQ(code, ErrorCode::invalid_argument);
+  EXPECT_NE(message.find("ZADD"), std::string::npos) << message;
+
+  // Exactly what the README lists is enough.
+  raw_->cmd({"ACL", "SETUSER", "minimal", "on", ">m-pw", "~dlock:*", "&dlock:*", "+@all", "-@dangerous",
+             "+info"});
+  auto p = dlock::open("redis+unix://minimal:m-pw@" + path);
+  EXPECT_TRUE(p->try_lock("acl"));
+}
+
+// --- 7. fencing counters expire, tokens keep increasing --------------------------------------
+
+TEST_F(RedisHardeningTest, CountersExpireAndTokensKeepIncreasing) {
+  auto b = backend();
+  auto h = grant(*b, "exp", "c:a", 100ms);
+  ASSERT_TRUE(h);
+  const long long ttl = raw_->integer({"PTTL", counter_key("exp")});
+  EXPECT_GT(ttl, 0) << "the counter never expires";
+  EXPECT_LE(ttl, 1000);
+  EXPECT_TRUE(b->release(*h));
+  for (int i = 0; i < 150 && raw_->integer({"EXISTS", counter_key("exp")}) == 1; ++i) {
+    std::this_thread::sleep_for(10ms);
+  }
+  ASSERT_EQ(raw_->integer({"EXISTS", counter_key("exp")}), 0) << "the counter did not expire";
+  auto again = grant(*b, "exp", "c:b", 100ms);
+  ASSERT_TRUE(again);
+  EXPECT_GT(again->fencing_token(), h->fencing_token());
+}
+
+}  // namespace
+}  // namespace dlock::redis::test
