@@ -13,6 +13,7 @@
 
 #include <hiredis/sds.h>
 
+#include "dlock/error.h"
 #include "errors.h"
 
 namespace dlock::redis {
@@ -56,6 +57,19 @@ class Argv {
   int argc_ = 0;
 };
 
+// The value of `name` in an INFO reply (lines "name:value" after a "# Section" header);
+// empty if absent or not a reply.
+std::string info_field(const redisReply* r, std::string_view name) {
+  if (r == nullptr || r->type != REDIS_REPLY_STRING) return {};
+  const std::string_view text(r->str, r->len);
+  const std::string key = "\n" + std::string(name) + ":";
+  auto at = text.find(key);
+  if (at == std::string_view::npos) return {};
+  at += key.size();
+  const auto end = text.find_first_of("\r\n", at);
+  return std::string(text.substr(at, end == std::string_view::npos ? std::string_view::npos : end - at));
+}
+
 }  // namespace
 
 std::unique_ptr<Connection> Connection::open(const RedisOptions& o) {
@@ -87,14 +101,24 @@ std::unique_ptr<Connection> Connection::open(const RedisOptions& o) {
     if (r->type != REDIS_REPLY_STATUS) c->fail("select database " + db, r.get());
   }
   {
-    const std::string_view info[] = {"INFO", "server"};
-    Reply r = c->command(info);
-    // A user the ACL denies INFO just goes without restart detection.
-    const std::string_view text = r->type == REDIS_REPLY_STRING ? std::string_view(r->str, r->len)
-                                                                : std::string_view();
-    if (auto at = text.find("run_id:"); at != std::string_view::npos) {
-      auto end = text.find_first_of("\r\n", at);
-      c->run_id = std::string(text.substr(at + 7, end == std::string_view::npos ? end : end - at - 7));
+    // One round trip for both sections (Redis < 7 takes one section per INFO).
+    const std::string_view server[] = {"INFO", "server"};
+    const std::string_view memory[] = {"INFO", "memory"};
+    c->append(server);
+    c->append(memory);
+    Reply rs = c->read_reply();
+    Reply rm = c->read_reply();
+    // A user the ACL denies INFO goes without these checks: run_id only sharpens the
+    // data-loss guard (README, "Data loss"), and the eviction policy cannot be read.
+    c->run_id = info_field(rs.get(), "run_id");
+    const std::string policy = info_field(rm.get(), "maxmemory_policy");
+    const bool evicts = policy.starts_with("allkeys-") || policy.starts_with("volatile-");
+    if (evicts && !o.allow_eviction) {
+      throw Error(ErrorCode::invalid_argument,
+                  o.where + ": the server may evict keys (maxmemory-policy " + policy +
+                      "): a held lock's key would be the first to go, and the lock granted "
+                      "twice. Set maxmemory-policy noeviction on the server, or add "
+                      "allow_eviction=true to the URI to accept the risk");
     }
   }
   return c;

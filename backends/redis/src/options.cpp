@@ -60,12 +60,17 @@ RedisOptions parse_options(const Uri& uri) {
   if (auto d = params.take_duration("command_timeout")) o.command_timeout = *d;
   if (auto n = params.take_uint("pool", 1, 1024)) o.pool = static_cast<std::size_t>(*n);
   if (auto d = params.take_duration("lease")) o.lease = *d;
+  // A dead waiter must not hold up the queue longer than a dead holder holds the lock.
   if (auto d = params.take_duration("fair_heartbeat")) {
+    if (*d > o.lease / 2) {
+      bad(uri, "fair_heartbeat (" + std::to_string(d->count()) + "ms) must be at most lease/2 (" +
+                   std::to_string((o.lease / 2).count()) + "ms)");
+    }
     o.fair_heartbeat = *d;
   } else {
-    // A dead waiter must not block the lock longer than a dead holder would.
     o.fair_heartbeat = std::min(o.fair_heartbeat, o.lease / 2);
   }
+  if (auto allow = params.take_bool("allow_eviction")) o.allow_eviction = *allow;
   if (auto grace = params.take_string("restart_grace")) {
     try {
       o.restart_grace = (*grace == "0" || *grace == "off") ? std::chrono::milliseconds(0)
