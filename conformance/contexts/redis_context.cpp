@@ -42,6 +42,13 @@ class RedisEnv final : public BackendEnv {
     if (base_.hosts.empty()) throw std::runtime_error("DLOCK_TEST_REDIS_URI has no host");
     static std::atomic<int> counter{0};
     prefix_ = "conf-" + std::to_string(::getpid()) + "-" + std::to_string(counter++) + ":";
+    // An initialised deployment: without its data-loss marker the first acquire under a
+    // fresh prefix would wait out the pause after data loss (backends/redis/README.md).
+    auto c = connect();
+    const std::string marker = prefix_ + "epoch";
+    const char* argv[] = {"SET", marker.c_str(), "0"};
+    ReplyPtr r(static_cast<redisReply*>(redisCommandArgv(c.get(), 3, argv, nullptr)));
+    if (!r || r->type == REDIS_REPLY_ERROR) throw std::runtime_error("redis env: cannot mark the dataset");
   }
 
   ~RedisEnv() override {
@@ -73,13 +80,14 @@ class RedisEnv final : public BackendEnv {
   }
 
   // Left behind = a holder or queue entry (they affect the next acquirer) or any key that
-  // would never expire. Fencing counters stay by design; helper keys with a TTL (release
-  // latches, arrival counters) expire by themselves and are not counted.
+  // would never expire. Fencing counters and the data-loss marker stay by design; helper
+  // keys with a TTL (release latches, arrival counters) expire by themselves and are not
+  // counted.
   std::vector<std::string> residue() const override {
     auto c = connect();
     std::vector<std::string> keys;
     for_each_key([&](const std::string& key) {
-      if (is_counter(key)) return;
+      if (is_counter(key) || is_marker(key)) return;
       const bool blocking = key.back() == '}' || key.ends_with(":q");
       if (!blocking) {
         const char* argv[] = {"PTTL", key.c_str()};
@@ -136,12 +144,15 @@ class RedisEnv final : public BackendEnv {
     return key.size() >= 2 && key.compare(key.size() - 2, 2, ":t") == 0;
   }
 
-  // Deletes the keys under the prefix (all, or all but the fencing counters "…:t").
+  bool is_marker(const std::string& key) const { return key == prefix_ + "epoch"; }
+
+  // Deletes the keys under the prefix (all, or the lock keys only: a lost lock key keeps
+  // the fencing counters "…:t" and the data-loss marker).
   int delete_keys(bool keep_counters) const {
     auto c = connect();
     int deleted = 0;
     for_each_key([&](const std::string& key) {
-      if (keep_counters && is_counter(key)) return;
+      if (keep_counters && (is_counter(key) || is_marker(key))) return;
       const char* del[] = {"DEL", key.c_str()};
       const size_t lens[] = {3, key.size()};
       ReplyPtr d(static_cast<redisReply*>(redisCommandArgv(c.get(), 2, del, lens)));

@@ -10,6 +10,8 @@
 local hash, readers, counter = KEYS[1], KEYS[2], KEYS[3]
 local queue, deadlines, arrivals = KEYS[4], KEYS[5], KEYS[6]
 local waiter, owner, mode, lease, channel = ARGV[1], ARGV[2], ARGV[3], ARGV[4], ARGV[5]
+-- Checked before the first write: the hand-over below issues tokens.
+if redis.call('EXISTS', queue) == 1 then last_token(counter) end
 local removed = redis.call('ZREM', queue, member_of(mode, lease, waiter, owner))
 redis.call('ZREM', deadlines, member_of(mode, lease, waiter, owner))
 

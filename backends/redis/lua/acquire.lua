@@ -4,26 +4,33 @@
 -- KEYS[1] holders hash (field "mode" = w|r, field <owner key> = hold count)
 -- KEYS[2] reader expiries zset (owner key -> server ms)   KEYS[3] fencing counter
 -- KEYS[4] queue (member -> arrival number)   KEYS[5] waiter deadlines (member -> server ms)
--- KEYS[6] arrival counter   (queue members: see queue.lua)
+-- KEYS[6] arrival counter   (queue members: see queue.lua)   KEYS[7] data-loss marker
 -- ARGV[1] owner key   ARGV[2] x|s   ARGV[3] lease ms   ARGV[4] waiter id
 -- ARGV[5] 1 = the caller will wait if busy   ARGV[6] heartbeat ms   ARGV[7] wake-up channel
 -- ARGV[8] 1 = this owner may already hold it (a waiter, or a retry after a lost reply)
+-- ARGV[9] pause after data loss, ms   ARGV[10] the server's run_id as the client read it
 --
 -- Returns the fencing token (>= 1) when granted, or -(the holder's remaining ms + 1) (0 if
--- unknown) when busy.
+-- unknown) when busy, or -(ms left) while nothing is granted after data loss.
 local hash, readers, counter = KEYS[1], KEYS[2], KEYS[3]
 local queue, deadlines, arrivals = KEYS[4], KEYS[5], KEYS[6]
 local owner, mode, lease = ARGV[1], ARGV[2], tonumber(ARGV[3])
 local waiter, will_wait = ARGV[4], ARGV[5] == '1'
 local heartbeat, channel = tonumber(ARGV[6]), ARGV[7]
 
+local quiet = quiet_left(KEYS[7], tonumber(ARGV[9]), ARGV[10])
+if quiet > 0 then return -quiet end
+
 -- One call answers the common case: nobody holds the lock and nobody waits for it.
 local present = redis.call('EXISTS', hash, queue)
 if present == 0 then
+  local token = next_token(counter, lease)
   take(hash, readers, false, mode, owner, lease)
-  return next_token(counter)
+  return token
 end
 
+-- Checked before the first write below (purges and hand-overs issue tokens too).
+last_token(counter)
 local me = member_of(mode, lease, waiter, owner)
 local held = redis.call('HGET', hash, 'mode')
 local queued = present - (held and 1 or 0) > 0
@@ -42,6 +49,7 @@ end
 -- caller sees this as a new hold, so its token must exceed every earlier one.
 if ARGV[8] == '1' and ((mode == 'x' and held == 'w') or (mode == 's' and held == 'r')) and
     redis.call('HEXISTS', hash, owner) == 1 then
+  local token = next_token(counter, lease)
   if mode == 'x' then
     redis.call('PEXPIRE', hash, lease)
   else
@@ -55,7 +63,7 @@ if ARGV[8] == '1' and ((mode == 'x' and held == 'w') or (mode == 's' and held ==
     redis.call('ZREM', queue, me)
     redis.call('ZREM', deadlines, me)
   end
-  return next_token(counter)
+  return token
 end
 
 -- While anyone waits, only the head of the queue may take the lock: nobody barges, and a
@@ -63,8 +71,8 @@ end
 local fits = (mode == 'x' and not held) or (mode == 's' and held ~= 'w')
 local head = fits and queued and redis.call('ZRANGE', queue, 0, 0)[1]
 if fits and (not head or head == me) then
+  local token = next_token(counter, lease)
   held = take(hash, readers, held, mode, owner, lease)
-  local token = next_token(counter)
   if head then
     redis.call('ZREM', queue, me)
     redis.call('ZREM', deadlines, me)

@@ -1,29 +1,78 @@
 -- Prelude shared by acquire, release and abandon (prepended to each at build time):
--- the server clock, lapsed readers, and the waiter queue that hands the lock over.
+-- the server clock, fencing tokens, the data-loss guard, lapsed readers, and the waiter
+-- queue that hands the lock over.
+--
+-- Every script reads and checks all it needs before its first write, and its first write in
+-- the paths that free a lock is a delete: a server out of memory (maxmemory, noeviction)
+-- refuses only a script's first write that may grow memory, then lets the script finish.
 --
 -- Every caller that will wait queues (fair or not). A waiter's member in the queue zset
 -- (score: arrival number) and in the deadlines zset (score: heartbeat deadline, server ms)
 -- says what to grant it: "<x|s>|<lease ms>|<length of waiter id>|<waiter id><owner key>".
 
--- The server's clock in ms, read once per script and only when needed (never the client's).
-local now_ms = nil
+-- The server's clock, read once per script and only when needed (never the client's):
+-- now() in ms, now_us() in microseconds.
+local now_ms, now_micros = nil, nil
+local function read_clock()
+  local t = redis.call('TIME')
+  now_micros = tonumber(t[1]) * 1000000 + tonumber(t[2])
+  now_ms = math.floor(now_micros / 1000)
+end
 local function now()
-  if not now_ms then
-    local t = redis.call('TIME')
-    now_ms = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-  end
+  if not now_ms then read_clock() end
   return now_ms
 end
+local function now_us()
+  if not now_micros then read_clock() end
+  return now_micros
+end
 
--- The next fencing token. A counter that does not exist yet (first use of the name, or a
--- server that lost its data in a restart) starts from the server clock (ms x 1000), so
--- tokens keep increasing even across a restart that forgot them.
-local function next_token(counter)
-  local t = redis.call('INCR', counter)
-  if t ~= 1 then return t end
-  local seed = string.format('%d', now() * 1000)
-  redis.call('SET', counter, seed)
-  return tonumber(seed)
+-- The last token issued for a lock, from its counter (0 if none). Raises, before the
+-- caller's first write, when the counter holds something no token can follow.
+local function last_token(counter)
+  local text = redis.call('GET', counter)
+  if not text then return 0 end
+  local n = tonumber(text)
+  if not n or n ~= math.floor(n) or n >= 2 ^ 53 - 1 then
+    error({err = 'ERR dlock: the fencing counter ' .. counter .. ' holds "' .. string.sub(text, 1, 40) ..
+                 '", which is not a token: delete that key'})
+  end
+  return n
+end
+
+-- The next fencing token of a lock granted for `lease` ms: above the last one (the counter)
+-- and at least the server clock in microseconds. The clock floor keeps tokens increasing
+-- when the counter is lost (FLUSHALL, a restart without persistence, its expiry) or goes back
+-- (a restart that restored an older snapshot, a failover to a lagging replica), as long as
+-- the server clock never steps back (README: "Server clock"). So the counter may expire:
+-- ten leases after the last grant.
+local function next_token(counter, lease)
+  local token = math.max(last_token(counter) + 1, now_us())
+  redis.call('SET', counter, string.format('%d', token), 'PX', math.max(lease, 1) * 10)
+  return token
+end
+
+-- Data-loss guard (README: "Data loss"). The marker holds "<quiet until, server ms>:<run_id>"
+-- and never expires. When it is missing (FLUSHALL, FLUSHDB, a restart without persistence,
+-- a fresh server) or was written under another server run (a restart that restored an older
+-- snapshot, a failover), holds may have been forgotten while their holders still work: grant
+-- nothing for `grace` ms. Returns the ms left of that pause, 0 when none. An empty run_id
+-- (INFO denied to the user, or a marker written by hand as "0") is not compared.
+local function quiet_left(marker, grace, run_id)
+  local mark = redis.call('GET', marker)
+  local quiet_until, seen = nil, ''
+  if mark then
+    local u, r = string.match(mark, '^(%d+):?(.*)$')
+    quiet_until, seen = tonumber(u), r or ''
+  end
+  if not quiet_until or (run_id ~= '' and seen ~= '' and seen ~= run_id) then
+    quiet_until = now() + grace
+    redis.call('SET', marker, string.format('%d', quiet_until) .. ':' .. run_id)
+  elseif seen == '' and run_id ~= '' then
+    redis.call('SET', marker, string.format('%d', quiet_until) .. ':' .. run_id)
+  end
+  if quiet_until <= now() then return 0 end
+  return quiet_until - now()
 end
 
 -- Drops readers whose own lease ran out. Returns the lock's mode afterwards (false = free).
@@ -93,10 +142,13 @@ local function grant_queued(hash, readers, counter, queue, deadlines, arrivals, 
     end
     local m, lease, waiter, owner = parse_member(head)
     if m == 'x' and held then return held end  -- a writer waits for the readers to leave
-    if m then held = take(hash, readers, held, m, owner, lease) end
     redis.call('ZREM', queue, head)
     redis.call('ZREM', deadlines, head)
-    if m then redis.call('PUBLISH', channel, 'g' .. string.format('%d', next_token(counter)) .. ':' .. waiter) end
+    if m then
+      local token = next_token(counter, lease)
+      held = take(hash, readers, held, m, owner, lease)
+      redis.call('PUBLISH', channel, 'g' .. string.format('%d', token) .. ':' .. waiter)
+    end
   end
   -- Under a writer, an emptied queue's arrival counter simply expires.
   return held

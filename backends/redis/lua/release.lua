@@ -35,32 +35,38 @@ if mode == 'r' then
   end
 end
 
-redis.call('SET', latch, 1, 'PX', latch_ttl)
+-- Read and check everything before the first write, and write the deletes first (see
+-- queue.lua): this owner's last hold of the lock frees it for the queue.
+local last_reader = mode == 'r' and redis.call('HLEN', hash) <= 2  -- "mode" + this owner
+local frees = tonumber(count) <= 1 and (mode ~= 'r' or last_reader)
+local hand_over = frees and redis.call('EXISTS', queue) == 1
+if hand_over then last_token(counter) end
+
 if tonumber(count) > 1 then
+  -- (Unused by the core, which counts re-entries itself: a shared hold taken twice.)
   redis.call('HINCRBY', hash, owner, -1)
+  redis.call('SET', latch, 1, 'PX', latch_ttl)
   return 1
 end
 
-if mode == 'r' then
+if mode == 'r' and not last_reader then
   redis.call('HDEL', hash, owner)
   redis.call('ZREM', readers, owner)
-  if redis.call('HLEN', hash) > 1 then
-    -- Other readers remain: the hash now lives as long as the longest of them.
-    local last = redis.call('ZRANGE', readers, -1, -1, 'WITHSCORES')
-    local left = last[2] and (tonumber(last[2]) - now()) or 0
-    if left > 0 then
-      redis.call('PEXPIRE', hash, left)
-      redis.call('PEXPIRE', readers, left)
-    end
-    return 1
+  redis.call('SET', latch, 1, 'PX', latch_ttl)
+  -- Other readers remain: the hash now lives as long as the longest of them.
+  local last = redis.call('ZRANGE', readers, -1, -1, 'WITHSCORES')
+  local left = last[2] and (tonumber(last[2]) - now()) or 0
+  if left > 0 then
+    redis.call('PEXPIRE', hash, left)
+    redis.call('PEXPIRE', readers, left)
   end
-  redis.call('DEL', hash, readers)
-else
-  redis.call('DEL', hash)
+  return 1
 end
+redis.call('DEL', hash, readers)
+redis.call('SET', latch, 1, 'PX', latch_ttl)
 
 -- The lock is free: the live waiters at the front of the queue get it, told by name.
-if redis.call('EXISTS', queue) == 1 then
+if hand_over then
   purge_waiters(queue, deadlines)
   grant_queued(hash, readers, counter, queue, deadlines, arrivals, channel, false)
 end

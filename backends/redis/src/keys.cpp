@@ -39,6 +39,8 @@ std::string LockKeys::latch(std::string_view request_id) const {
   return key;
 }
 
+std::string dataset_marker(std::string_view prefix) { return std::string(prefix) + "epoch"; }
+
 namespace {
 // CRC16-CCITT (XMODEM), as Redis Cluster computes slots.
 std::uint16_t crc16(std::string_view data) noexcept {

@@ -16,7 +16,7 @@ std::string encode_name(std::string_view name);
 struct LockKeys {
   std::string hash;       // <prefix>{<enc>}       holders: mode + owner key -> hold count
   std::string readers;    // <prefix>{<enc>}:r     zset owner key -> reader expiry (server ms)
-  std::string counter;    // <prefix>{<enc>}:t     fencing counter (never expires)
+  std::string counter;    // <prefix>{<enc>}:t     fencing counter (expires 10 leases after a grant)
   std::string queue;      // <prefix>{<enc>}:q     waiters -> arrival number (lua/queue.lua)
   std::string deadlines;  // <prefix>{<enc>}:d     waiters -> heartbeat deadline (server ms)
   std::string arrivals;   // <prefix>{<enc>}:n     arrival counter
@@ -26,6 +26,10 @@ struct LockKeys {
   // <prefix>{<enc>}:u:<request id>: one release request's latch.
   std::string latch(std::string_view request_id) const;
 };
+
+// <prefix>epoch: the data-loss marker of every lock under `prefix` (never expires; README.md,
+// "Data loss"). Never a lock's key: those have '{' right after the prefix.
+std::string dataset_marker(std::string_view prefix);
 
 // The Redis Cluster slot of `key` (CRC16 of its hash tag), for grouping renewals.
 unsigned hash_slot(std::string_view key) noexcept;

@@ -6,27 +6,8 @@ namespace dlock::redis {
 
 using Clock = std::chrono::steady_clock;
 
-void ConnectionPool::note_server(const Connection& c) {
-  if (c.run_id.empty()) return;  // unknown (INFO denied): no restart detection
-  if (!run_id_.empty() && c.run_id != run_id_) {
-    // The server restarted: if it kept no data, holds it granted before are forgotten while
-    // their holders still believe in them. Grant nothing until they ran out or were told.
-    const auto grace = options_.restart_grace.value_or(options_.lease);
-    quarantine_until_.store((Clock::now() + grace).time_since_epoch().count());
-  }
-  run_id_ = c.run_id;
-}
-
-std::chrono::milliseconds ConnectionPool::quarantine_left() const noexcept {
-  const auto until = Clock::time_point(Clock::duration(quarantine_until_.load()));
-  const auto now = Clock::now();
-  if (until <= now) return std::chrono::milliseconds(0);
-  return std::chrono::ceil<std::chrono::milliseconds>(until - now);
-}
-
 void ConnectionPool::add(std::unique_ptr<Connection> c) {
   std::lock_guard lock(mu_);
-  note_server(*c);
   ++open_;
   c->idle_since = Clock::now();
   idle_.push_back(std::move(c));
@@ -75,7 +56,6 @@ ConnectionPool::Handle ConnectionPool::take(Clock::time_point bound) {
     lock.lock();
     backoff_ = std::chrono::milliseconds(0);
     last_error_.reset();
-    note_server(*c);
     return Handle(this, std::move(c));
   } catch (const Error& e) {
     lock.lock();

@@ -1,7 +1,6 @@
 // A small pool of command connections: each is used by one thread at a time.
 #pragma once
 
-#include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <cstddef>
@@ -41,10 +40,6 @@ class ConnectionPool {
   // Adds an already open connection (the factory's first one).
   void add(std::unique_ptr<Connection> c);
 
-  // How long grants are still withheld because a connection found the server restarted
-  // (its run_id changed): zero when none. Lock-free.
-  std::chrono::milliseconds quarantine_left() const noexcept;
-
   // Lends an idle connection, or opens one while fewer than options.pool are open;
   // otherwise waits up to command_timeout for one to come back.
   // Throws Error(unavailable) when connecting fails (after a failure, further connects are
@@ -67,9 +62,6 @@ class ConnectionPool {
   std::chrono::steady_clock::time_point retry_at_{};
   std::chrono::milliseconds backoff_{0};
   std::optional<Error> last_error_;
-  std::string run_id_;  // of the server the pool last connected to
-  std::atomic<std::chrono::steady_clock::rep> quarantine_until_{0};
-  void note_server(const Connection& c);  // REQUIRES: mu_ held
 };
 
 }  // namespace dlock::redis

@@ -71,6 +71,9 @@ RedisBackend::RedisBackend(RedisOptions options) : options_(std::move(options)),
   caps_.lost_signal_bound = options_.lease;
   caps_.crash_release_bound = options_.lease;
 
+  marker_ = dataset_marker(options_.prefix);
+  grace_text_ = ms_text(options_.restart_grace.value_or(options_.lease));
+
   auto first = Connection::open(options_);
   scripts_ = std::make_unique<Scripts>(*first);
   pool_.add(std::move(first));
@@ -101,18 +104,18 @@ long long RedisBackend::run_acquire(const spi::AttemptRequest& req, bool may_hol
   const LockKeys k(options_.prefix, req.name, options_.db);
   const std::string lease = ms_text(req.lease);
   const std::string heartbeat = ms_text(options_.fair_heartbeat);
-  const std::string_view keys[] = {k.hash, k.readers, k.counter, k.queue, k.deadlines, k.arrivals};
+  const std::string_view keys[] = {k.hash,      k.readers,  k.counter, k.queue,
+                                   k.deadlines, k.arrivals, marker_};
   // The script looks for this owner's hold only where it can exist: a registered waiter may
   // have been handed the lock; a retry may follow a grant whose reply was lost.
   std::string_view args[] = {req.owner_key, req.mode == LockMode::shared ? "s" : "x", lease,
                              req.waiter_id, req.will_wait ? "1" : "0", heartbeat, k.channel,
-                             may_hold ? "1" : "0"};
+                             may_hold ? "1" : "0", grace_text_, ""};
   sent = Clock::now();
   int tries = 0;
   return with_retry([&](Connection& conn) -> long long {
-    // Right after a server restart nothing is granted (see ConnectionPool::quarantine_left).
-    if (auto q = pool_.quarantine_left(); q.count() > 0) return -q.count();
     if (tries++ > 0) args[7] = "1";
+    args[9] = conn.run_id;  // of the server this connection reached
     sent = Clock::now();  // the lease is counted from before the request left
     Reply r = scripts_->run(conn, Script::acquire, keys, args);
     if (r->type != REDIS_REPLY_INTEGER) conn.fail("acquire script", r.get());

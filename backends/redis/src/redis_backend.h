@@ -74,6 +74,8 @@ class RedisBackend : public spi::Backend {
   Capabilities caps_;
   ConnectionPool pool_;
   std::unique_ptr<Scripts> scripts_;
+  std::string marker_;      // dataset_marker(prefix)
+  std::string grace_text_;  // the pause after data loss, in ms
   std::mutex sub_mu_;
   std::shared_ptr<Subscriber> subscriber_;
 };
