@@ -6,6 +6,7 @@
 
 #include "acquisition.h"
 #include "keys.h"
+#include "permissions.h"
 
 namespace dlock::redis {
 
@@ -76,6 +77,7 @@ RedisBackend::RedisBackend(RedisOptions options) : options_(std::move(options)),
 
   auto first = Connection::open(options_);
   scripts_ = std::make_unique<Scripts>(*first);
+  check_permissions(*first, *scripts_, options_);
   pool_.add(std::move(first));
 }
 

@@ -13,6 +13,7 @@ const char* name(Script s) noexcept {
     case Script::release: return "release script";
     case Script::extend: return "extend script";
     case Script::abandon: return "abandon script";
+    case Script::permissions: return "permission check";
   }
   return "script";
 }
@@ -25,12 +26,14 @@ std::string_view Scripts::source(Script s) noexcept {
     case Script::release: return lua::release;
     case Script::extend: return lua::extend;
     case Script::abandon: return lua::abandon;
+    case Script::permissions: return lua::permissions;
   }
   return {};
 }
 
 Scripts::Scripts(Connection& c) {
-  for (Script s : {Script::acquire, Script::release, Script::extend, Script::abandon}) {
+  for (Script s : {Script::acquire, Script::release, Script::extend, Script::abandon,
+                   Script::permissions}) {
     const std::string_view cmd[] = {"SCRIPT", "LOAD", source(s)};
     Reply r = c.command(cmd);
     if (r->type != REDIS_REPLY_STRING) c.fail(std::string("load ") + name(s), r.get());

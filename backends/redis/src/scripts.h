@@ -17,9 +17,10 @@ extern const std::string_view acquire;
 extern const std::string_view release;
 extern const std::string_view extend;
 extern const std::string_view abandon;
+extern const std::string_view permissions;
 }  // namespace lua
 
-enum class Script { acquire, release, extend, abandon };
+enum class Script { acquire, release, extend, abandon, permissions };
 
 // Thread safety: immutable after construction (a script's SHA1 never changes).
 class Scripts {
@@ -39,11 +40,12 @@ class Scripts {
   void append(Connection& c, Script s, std::span<const std::string_view> keys,
               std::span<const std::string_view> args) const;
   void load(Connection& c, Script s) const;
+  const std::string& sha(Script s) const noexcept { return sha_[static_cast<std::size_t>(s)]; }
   static bool is_noscript(const redisReply* reply) noexcept;
 
  private:
   static std::string_view source(Script s) noexcept;
-  std::array<std::string, 4> sha_;
+  std::array<std::string, 5> sha_;
 };
 
 }  // namespace dlock::redis

@@ -1,0 +1,56 @@
+-- Checks, without running them, that the Redis user may run every command this backend
+-- sends on the keys and channel of a lock under its prefix (Redis 7 ACL: commands, key
+-- patterns, channel patterns). Run once when a provider opens, so a missing right is named
+-- then, not found half-way through a release that already handed the lock over.
+--
+-- The names come as arguments, not keys: a user denied a key could not even run the check.
+-- ARGV[1] holders hash   ARGV[2] reader expiries   ARGV[3] fencing counter   ARGV[4] queue
+-- ARGV[5] waiter deadlines   ARGV[6] arrival counter   ARGV[7] a release latch
+-- ARGV[8] data-loss marker   ARGV[9] the lock's channel   ARGV[10] the acquire script's SHA1
+--
+-- Returns what is denied, one "<COMMAND> on key <key>" or "<COMMAND> to channel <channel>"
+-- per entry; empty when everything is allowed or the server predates redis.acl_check_cmd
+-- (Redis < 7: then a missing right shows as NOPERM when it is used).
+if not redis.acl_check_cmd then return {} end
+local hash, readers, counter, queue, deadlines, arrivals, latch, marker =
+  ARGV[1], ARGV[2], ARGV[3], ARGV[4], ARGV[5], ARGV[6], ARGV[7], ARGV[8]
+local channel, sha = ARGV[9], ARGV[10]
+
+local checks = {
+  {'evalsha', sha, '1', hash}, {'subscribe', channel}, {'unsubscribe', channel},
+  {'publish', channel, 'm'}, {'time'},
+  {'get', marker}, {'set', marker, 'v'},
+  {'get', counter}, {'set', counter, '1', 'PX', '1'},
+  {'get', latch}, {'set', latch, '1', 'PX', '1'},
+  {'exists', hash, queue}, {'del', hash, readers},
+  {'hset', hash, 'f', 'v'}, {'hget', hash, 'f'}, {'hmget', hash, 'f'}, {'hexists', hash, 'f'},
+  {'hdel', hash, 'f'}, {'hlen', hash}, {'hincrby', hash, 'f', '1'},
+  {'pexpire', hash, '1'}, {'pexpire', readers, '1'}, {'pexpire', queue, '1'},
+  {'pexpire', deadlines, '1'}, {'pexpire', arrivals, '1'}, {'pttl', hash}, {'pttl', queue},
+  {'zadd', readers, '1', 'm'}, {'zadd', queue, 'NX', '1', 'm'}, {'zadd', deadlines, '1', 'm'},
+  {'zrem', readers, 'm'}, {'zrem', queue, 'm'}, {'zrem', deadlines, 'm'},
+  {'zrange', readers, '0', '0'}, {'zrange', queue, '0', '0'},
+  {'zrangebyscore', readers, '-inf', '1'}, {'zrangebyscore', deadlines, '-inf', '1'},
+  {'zremrangebyscore', readers, '-inf', '1'}, {'zremrangebyscore', deadlines, '-inf', '1'},
+  {'zscore', readers, 'm'}, {'incr', arrivals}, {'del', arrivals},
+}
+local channel_commands = {subscribe = true, unsubscribe = true, publish = true}
+local denied, seen = {}, {}
+for _, c in ipairs(checks) do
+  local ok, allowed = pcall(redis.acl_check_cmd, unpack(c))
+  if not ok or not allowed then
+    local what = string.upper(c[1])
+    if channel_commands[c[1]] then
+      what = what .. ' to channel ' .. channel
+    elseif c[1] == 'evalsha' then
+      what = what .. ' with key ' .. c[4]
+    elseif c[2] then
+      what = what .. ' on key ' .. c[2]
+    end
+    if not seen[what] then
+      seen[what] = true
+      denied[#denied + 1] = what
+    end
+  end
+end
+return denied
