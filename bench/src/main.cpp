@@ -19,6 +19,7 @@
 #include "peers.h"
 #include "report.h"
 #include "sections.h"
+#include "settle.h"
 
 namespace {
 
@@ -49,6 +50,12 @@ int run(const Settings& s) {
     provider = dlock::open(s.uri);
   } catch (const std::exception& e) {
     std::cerr << "dlock-bench: cannot open " << uri.redacted() << ": " << e.what() << "\n";
+    return 1;
+  }
+  try {
+    settle(*provider);
+  } catch (const std::exception& e) {
+    std::cerr << "dlock-bench: no grant from " << uri.redacted() << ": " << e.what() << "\n";
     return 1;
   }
   auto wants = [&](char c) { return s.sections.find(c) != std::string::npos; };
