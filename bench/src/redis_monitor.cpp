@@ -61,13 +61,11 @@ RedisMonitor::RedisMonitor(const dlock::Uri& uri) {
   RedisWire stream_wire(uri);  // reuses the connect/AUTH/SELECT logic, then hands the context over
   stream_ = stream_wire.release_context();
   redisSetTimeout(stream_, timeval{0, 0});  // block: the end marker (or shutdown) always ends the read
-  auto* ok = static_cast<redisReply*>(redisCommand(stream_, "MONITOR"));
-  if (ok == nullptr) {
+  if (!dlock::redis::take_reply(redisCommand(stream_, "MONITOR"))) {
     redisFree(stream_);
     stream_ = nullptr;
     throw std::runtime_error("MONITOR failed");
   }
-  freeReplyObject(ok);
   reader_ = std::thread([this] { read_loop(); });
   control_->command_ok({"ECHO", start_marker_});
   const std::uint64_t deadline = mono_ns() + 5'000'000'000ull;
@@ -98,13 +96,12 @@ void RedisMonitor::read_loop() noexcept {
       phase_.store(3);
       break;
     }
-    auto* r = static_cast<redisReply*>(raw);
+    const ReplyPtr r = dlock::redis::take_reply(raw);
     if (r->type == REDIS_REPLY_STATUS && parse_line(std::string_view(r->str, r->len), line)) {
       int phase = phase_.load();
       if (line.command == "echo" && line.first_arg == start_marker_) {
         phase_.store(1);
       } else if (line.command == "echo" && line.first_arg == end_marker_) {
-        freeReplyObject(r);
         traffic_.reader_cpu_s = thread_cpu_seconds() - cpu0;
         phase_.store(2);
         return;
@@ -117,7 +114,6 @@ void RedisMonitor::read_loop() noexcept {
         }
       }
     }
-    freeReplyObject(r);
   }
   traffic_.reader_cpu_s = thread_cpu_seconds() - cpu0;
 }

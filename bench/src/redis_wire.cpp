@@ -8,8 +8,6 @@
 
 namespace dlock_bench {
 
-void ReplyDeleter::operator()(redisReply* r) const noexcept { freeReplyObject(r); }
-
 namespace {
 
 timeval to_timeval(std::chrono::milliseconds d) {
@@ -57,12 +55,12 @@ ReplyPtr RedisWire::command(const std::vector<std::string_view>& argv) {
     ptrs.push_back(a.data());
     lens.push_back(a.size());
   }
-  auto* reply = static_cast<redisReply*>(
+  ReplyPtr reply = dlock::redis::take_reply(
       redisCommandArgv(ctx_, static_cast<int>(argv.size()), ptrs.data(), lens.data()));
-  if (reply == nullptr) {
+  if (!reply) {
     throw std::runtime_error("redis " + where_ + ": " + (ctx_->err ? ctx_->errstr : "no reply"));
   }
-  return ReplyPtr(reply);
+  return reply;
 }
 
 ReplyPtr RedisWire::command_ok(const std::vector<std::string_view>& argv) {

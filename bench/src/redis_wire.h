@@ -11,16 +11,11 @@
 #include <vector>
 
 #include "dlock/uri.h"
-
-struct redisContext;
-struct redisReply;
+#include "hiredis_ptr.h"  // backends/redis/src: the shared owning pointers
 
 namespace dlock_bench {
 
-struct ReplyDeleter {
-  void operator()(redisReply* r) const noexcept;
-};
-using ReplyPtr = std::unique_ptr<redisReply, ReplyDeleter>;
+using ReplyPtr = dlock::redis::Reply;
 
 // One blocking connection. Not thread-safe. Errors throw std::runtime_error whose message
 // names the host and port, never the password.

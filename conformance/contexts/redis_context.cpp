@@ -17,18 +17,13 @@
 
 #include "dlock/uri.h"
 #include "framework/backend_context.h"
+#include "hiredis_ptr.h"
 
 namespace dlock::conformance {
 namespace {
 
-struct ContextDeleter {
-  void operator()(redisContext* c) const { redisFree(c); }
-};
-struct ReplyDeleter {
-  void operator()(redisReply* r) const { freeReplyObject(r); }
-};
-using ContextPtr = std::unique_ptr<redisContext, ContextDeleter>;
-using ReplyPtr = std::unique_ptr<redisReply, ReplyDeleter>;
+using redis::ContextPtr;
+using ReplyPtr = redis::Reply;
 
 std::string base_uri() {
   const char* v = std::getenv("DLOCK_TEST_REDIS_URI");
@@ -47,7 +42,7 @@ class RedisEnv final : public BackendEnv {
     auto c = connect();
     const std::string marker = prefix_ + "epoch";
     const char* argv[] = {"SET", marker.c_str(), "0"};
-    ReplyPtr r(static_cast<redisReply*>(redisCommandArgv(c.get(), 3, argv, nullptr)));
+    ReplyPtr r = redis::take_reply(redisCommandArgv(c.get(), 3, argv, nullptr));
     if (!r || r->type == REDIS_REPLY_ERROR) throw std::runtime_error("redis env: cannot mark the dataset");
   }
 
@@ -92,7 +87,7 @@ class RedisEnv final : public BackendEnv {
       if (!blocking) {
         const char* argv[] = {"PTTL", key.c_str()};
         const size_t lens[] = {4, key.size()};
-        ReplyPtr r(static_cast<redisReply*>(redisCommandArgv(c.get(), 2, argv, lens)));
+        ReplyPtr r = redis::take_reply(redisCommandArgv(c.get(), 2, argv, lens));
         if (r && r->type == REDIS_REPLY_INTEGER && r->integer > 0) return;
       }
       keys.push_back(key);
@@ -125,8 +120,7 @@ class RedisEnv final : public BackendEnv {
         argv.push_back(a.data());
         lens.push_back(a.size());
       }
-      ReplyPtr r(static_cast<redisReply*>(
-          redisCommandArgv(c.get(), static_cast<int>(argv.size()), argv.data(), lens.data())));
+      ReplyPtr r = redis::take_reply(redisCommandArgv(c.get(), static_cast<int>(argv.size()), argv.data(), lens.data()));
       if (!r || r->type == REDIS_REPLY_ERROR) throw std::runtime_error("redis saboteur: command failed");
     };
     if (base_.password) {
@@ -155,7 +149,7 @@ class RedisEnv final : public BackendEnv {
       if (keep_counters && (is_counter(key) || is_marker(key))) return;
       const char* del[] = {"DEL", key.c_str()};
       const size_t lens[] = {3, key.size()};
-      ReplyPtr d(static_cast<redisReply*>(redisCommandArgv(c.get(), 2, del, lens)));
+      ReplyPtr d = redis::take_reply(redisCommandArgv(c.get(), 2, del, lens));
       if (d && d->type == REDIS_REPLY_INTEGER) deleted += static_cast<int>(d->integer);
     });
     return deleted;
@@ -169,7 +163,7 @@ class RedisEnv final : public BackendEnv {
     const std::string match = prefix_ + "*";
     do {
       const char* argv[] = {"SCAN", cursor.c_str(), "MATCH", match.c_str(), "COUNT", "1000"};
-      ReplyPtr r(static_cast<redisReply*>(redisCommandArgv(c.get(), 6, argv, nullptr)));
+      ReplyPtr r = redis::take_reply(redisCommandArgv(c.get(), 6, argv, nullptr));
       if (!r || r->type != REDIS_REPLY_ARRAY || r->elements != 2) {
         throw std::runtime_error("redis saboteur: SCAN failed");
       }

@@ -164,7 +164,7 @@ Reply Connection::read_reply() {
   flush();
   void* raw = nullptr;
   if (redisGetReply(ctx_, &raw) != REDIS_OK || raw == nullptr) {
-    if (raw != nullptr) freeReplyObject(raw);
+    take_reply(raw);  // frees a partial reply
     transport_failed("read reply");
   }
   return Reply(static_cast<redisReply*>(raw));

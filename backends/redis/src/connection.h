@@ -8,17 +8,12 @@
 #include <string_view>
 #include <utility>
 
-#include <hiredis/hiredis.h>
-
+#include "hiredis_ptr.h"
 #include "options.h"
 
 namespace dlock::redis {
 
-struct ReplyDeleter {
-  void operator()(redisReply* r) const noexcept { freeReplyObject(r); }
-};
-// An owned reply; never null when returned by Connection.
-using Reply = std::unique_ptr<redisReply, ReplyDeleter>;
+// (Reply, from hiredis_ptr.h, is never null when returned by Connection.)
 
 // Thread safety: none (a hiredis context is not thread-safe); the pool hands each
 // connection to one thread at a time. A connection whose transport failed is broken() for

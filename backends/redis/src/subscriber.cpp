@@ -322,7 +322,7 @@ bool Subscriber::read_replies() noexcept {
     void* raw = nullptr;
     if (redisGetReplyFromReader(conn_->raw(), &raw) != REDIS_OK) return false;
     if (raw == nullptr) break;
-    Reply r(static_cast<redisReply*>(raw));
+    Reply r = take_reply(raw);
     if (r->type != REDIS_REPLY_ARRAY || r->elements < 3) return false;  // error reply: reconnect
     try {
       on_reply(r.get(), to_wake);
