@@ -263,6 +263,33 @@ TEST_F(RedisHardeningTest, MissingAclRightsAreNamedAtConnect) {
   EXPECT_TRUE(p->try_lock("acl"));
 }
 
+// --- 9. a stalled server while waiting -----------------------------------------------------
+
+TEST_F(RedisHardeningTest, AWaitRidesOutAStalledServer) {
+  // Every reply times out for 1.5 s (CLIENT PAUSE holds every script): a caller that waits
+  // 6 s must keep trying (transient `unavailable`), not fail on the first timeout.
+  const std::string params = "?command_timeout=200ms&connect_timeout=200ms&lease=3s";
+  auto holder = dlock::open(server_->uri() + params);
+  auto waiter = dlock::open(server_->uri() + params);
+  auto held = holder->try_lock("stall");
+  ASSERT_TRUE(held);
+  std::thread stall([&] {
+    std::this_thread::sleep_for(200ms);
+    Raw(server_->uri()).cmd({"CLIENT", "PAUSE", "1500", "WRITE"});
+    std::this_thread::sleep_for(1800ms);
+    held->release();
+  });
+  const auto start = Clock::now();
+  try {
+    auto got = waiter->try_lock("stall", Wait::for_duration(6s));
+    EXPECT_TRUE(got) << "not granted after the stall";
+    EXPECT_GE(Clock::now() - start, 1500ms);
+  } catch (const Error& e) {
+    ADD_FAILURE() << "the wait failed on a transient error: " << e.what();
+  }
+  stall.join();
+}
+
 // --- 7. fencing counters expire, tokens keep increasing --------------------------------------
 
 TEST_F(RedisHardeningTest, CountersExpireAndTokensKeepIncreasing) {
