@@ -5,6 +5,7 @@
 -- KEYS[1] holders hash   KEYS[2] reader expiries zset   KEYS[3] fencing counter
 -- KEYS[4] queue   KEYS[5] waiter deadlines   KEYS[6] arrival counter
 -- ARGV[1] waiter id   ARGV[2] owner key   ARGV[3] x|s   ARGV[4] lease ms   ARGV[5] channel
+-- ARGV[6] heartbeat ms
 --
 -- Returns 1 if something was removed, 0 otherwise.
 local hash, readers, counter = KEYS[1], KEYS[2], KEYS[3]
@@ -36,6 +37,6 @@ end
 if redis.call('EXISTS', queue) == 1 then
   held = purge_readers(hash, readers, held)
   purge_waiters(queue, deadlines)
-  grant_queued(hash, readers, counter, queue, deadlines, arrivals, channel, held)
+  grant_queued(hash, readers, counter, queue, deadlines, arrivals, channel, held, tonumber(ARGV[6]))
 end
 return removed

@@ -35,18 +35,20 @@ local me = member_of(mode, lease, waiter, owner)
 local held = redis.call('HGET', hash, 'mode')
 local queued = present - (held and 1 or 0) > 0
 held = purge_readers(hash, readers, held)
--- Dropping waiters that stopped refreshing matters only when the lock could go to them;
--- under a writer they are dropped at its release.
-if queued and held ~= 'w' and purge_waiters(queue, deadlines) then
+-- Waiters that stopped refreshing (crashed, hung) are dropped by every attempt that sees
+-- the queue, also under a long hold, so they never pile up while live waiters keep the
+-- queue's keys alive.
+if queued and purge_waiters(queue, deadlines) and held ~= 'w' then
   -- Dead waiters made room: the next ones (this caller, perhaps) get the lock now.
-  held = grant_queued(hash, readers, counter, queue, deadlines, arrivals, channel, held)
+  held = grant_queued(hash, readers, counter, queue, deadlines, arrivals, channel, held, heartbeat)
 end
 
 -- This owner already holds it in this mode: the queue handed it over (to a caller that
--- waits), or this is the retry of an attempt whose reply was lost, or the client gave up on
--- a hold the server still kept (ARGV[8] says when that can be); the core never asks twice
--- otherwise. Grant it again, refreshed, without counting twice, and with a new token: the
--- caller sees this as a new hold, so its token must exceed every earlier one.
+-- waits: this is its pick-up, which turns the short pick-up lease into the full one, counted
+-- from this request), or this is the retry of an attempt whose reply was lost (ARGV[8] says
+-- when that can be); the core never asks twice otherwise. Grant it again, refreshed,
+-- without counting twice, and with a new token: the caller sees this as a new hold, so its
+-- token must exceed every earlier one.
 if ARGV[8] == '1' and ((mode == 'x' and held == 'w') or (mode == 's' and held == 'r')) and
     redis.call('HEXISTS', hash, owner) == 1 then
   local token = next_token(counter, lease)
@@ -77,7 +79,7 @@ if fits and (not head or head == me) then
     redis.call('ZREM', queue, me)
     redis.call('ZREM', deadlines, me)
     -- Readers queued right behind may join (nothing happens under a writer).
-    grant_queued(hash, readers, counter, queue, deadlines, arrivals, channel, held)
+    grant_queued(hash, readers, counter, queue, deadlines, arrivals, channel, held, heartbeat)
   end
   return token
 end

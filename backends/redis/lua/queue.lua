@@ -132,8 +132,12 @@ end
 
 -- Hands the lock to the waiters at the front of the queue while they fit: a writer when the
 -- lock is free, readers while it is free or shared. Each grantee is told on the channel,
--- by name: "g<fencing token>:<waiter id>". Returns the lock's mode afterwards.
-local function grant_queued(hash, readers, counter, queue, deadlines, arrivals, channel, held)
+-- by name: "g<fencing token>:<waiter id>", and holds the lock for a pick-up lease of
+-- heartbeat/2 only (at most its own lease): its next attempt picks the grant up with its full
+-- lease counted from then, and a grantee that died meanwhile blocks the lock no longer than
+-- that. Returns the lock's mode afterwards.
+local function grant_queued(hash, readers, counter, queue, deadlines, arrivals, channel, held, heartbeat)
+  local pickup = math.max(math.floor(heartbeat / 2), 1)
   while held ~= 'w' do
     local head = redis.call('ZRANGE', queue, 0, 0)[1]
     if not head then
@@ -146,7 +150,7 @@ local function grant_queued(hash, readers, counter, queue, deadlines, arrivals, 
     redis.call('ZREM', deadlines, head)
     if m then
       local token = next_token(counter, lease)
-      held = take(hash, readers, held, m, owner, lease)
+      held = take(hash, readers, held, m, owner, math.min(lease, pickup))
       redis.call('PUBLISH', channel, 'g' .. string.format('%d', token) .. ':' .. waiter)
     end
   end

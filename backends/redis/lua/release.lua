@@ -4,7 +4,7 @@
 --
 -- KEYS[1] holders hash   KEYS[2] reader expiries zset   KEYS[3] this request's latch
 -- KEYS[4] fencing counter   KEYS[5] queue   KEYS[6] waiter deadlines   KEYS[7] arrival counter
--- ARGV[1] owner key   ARGV[2] latch ttl ms   ARGV[3] wake-up channel
+-- ARGV[1] owner key   ARGV[2] latch ttl ms   ARGV[3] wake-up channel   ARGV[4] heartbeat ms
 --
 -- Returns 1 if this request gave the hold back (also on a repeat of a request that did),
 -- 0 if the owner held nothing (nothing is touched then).
@@ -68,6 +68,6 @@ redis.call('SET', latch, 1, 'PX', latch_ttl)
 -- The lock is free: the live waiters at the front of the queue get it, told by name.
 if hand_over then
   purge_waiters(queue, deadlines)
-  grant_queued(hash, readers, counter, queue, deadlines, arrivals, channel, false)
+  grant_queued(hash, readers, counter, queue, deadlines, arrivals, channel, false, tonumber(ARGV[4]))
 end
 return 1

@@ -39,27 +39,18 @@ milliseconds RedisAcquisition::fallback_poll() const noexcept {
 }
 
 spi::Attempt RedisAcquisition::attempt_once() {
-  bool registered = false;
-  if (sub_) {
-    // A waiter the queue handed the lock to picks it up without a round trip.
-    if (auto grant = sub_->before_attempt(req_.waiter_id, Clock::now(), registered)) {
-      if (grant->busy) return spi::Busy{grant->retry_after};
-      granted_ = true;
-      return backend_.make_held(req_, grant->token, grant->attempt_sent);
-    }
-  }
   tried_ = true;  // before sending: a lost reply may still have queued us or granted
   Clock::time_point sent;
-  const long long value = backend_.run_acquire(req_, registered, sent);
+  // A registered waiter may have been handed the lock (the message only woke it, and may
+  // have come before it subscribed): the script recognises its hold and turns the short
+  // pick-up lease into its full lease, counted from this request.
+  const long long value = backend_.run_acquire(req_, reg_ != nullptr, sent);
   if (value > 0) {
     granted_ = true;
     return backend_.make_held(req_, static_cast<std::uint64_t>(value), sent);
   }
   spi::Busy busy;
   if (value < 0) busy.retry_after = milliseconds(-value);
-  last_sent_ = sent;
-  holder_expiry_.reset();
-  if (busy.retry_after) holder_expiry_ = sent + *busy.retry_after;
   return busy;
 }
 
@@ -70,8 +61,7 @@ void RedisAcquisition::register_for_wakeups() {
   // stay within its heartbeat even if no grant message comes.
   Subscriber::Polls polls{std::max(o.fair_heartbeat / 3, milliseconds(10)), kDownPoll};
   polls.down = std::min(polls.down, polls.healthy);
-  sub_ = backend_.subscriber();
-  reg_ = sub_->add(k.channel, req_.waiter_id, polls, wake_, last_sent_, holder_expiry_);
+  reg_ = backend_.subscriber()->add(k.channel, req_.waiter_id, polls, wake_);
 }
 
 }  // namespace dlock::redis

@@ -28,8 +28,7 @@ class RedisAcquisition final : public spi::Acquisition {
   // up). Never throws; bounded by the command timeout (twice on a broken connection).
   ~RedisAcquisition() override;
 
-  // One EVALSHA of lua/acquire.lua, or none when the subscriber already delivered the answer.
-  // On the first Busy of a caller that waits: subscribes to the lock's channel, then tries
+  // One EVALSHA of lua/acquire.lua. On the first Busy of a caller that waits: subscribes to the lock's channel, then tries
   // once more, so a release between the two attempts cannot be missed.
   // Throws Error(unavailable) on transport failure or a transient server refusal.
   spi::Attempt attempt() override;
@@ -44,13 +43,7 @@ class RedisAcquisition final : public spi::Acquisition {
   RedisBackend& backend_;
   const spi::AttemptRequest& req_;
   const std::function<void()> wake_;
-  std::shared_ptr<Subscriber> sub_;
   std::unique_ptr<Subscriber::Registration> reg_;
-  // The last attempt that went to the server and found the lock busy: when it was sent (a
-  // grant made after it runs at least a lease from then) and when it said the holder's lease
-  // ends.
-  Clock::time_point last_sent_{};
-  std::optional<Clock::time_point> holder_expiry_;
   bool tried_ = false;    // an attempt was sent: a queue entry or a grant may exist
   bool granted_ = false;  // an attempt returned a grant: the core owns it now
 };

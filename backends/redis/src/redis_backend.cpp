@@ -130,8 +130,10 @@ void RedisBackend::abandon(const spi::AttemptRequest& req) noexcept {
     const LockKeys k(options_.prefix, req.name, options_.db);
     const std::string lease = ms_text(req.lease);
     const std::string_view keys[] = {k.hash, k.readers, k.counter, k.queue, k.deadlines, k.arrivals};
+    const std::string heartbeat = ms_text(options_.fair_heartbeat);
     const std::string_view args[] = {req.waiter_id, req.owner_key,
-                                     req.mode == LockMode::shared ? "s" : "x", lease, k.channel};
+                                     req.mode == LockMode::shared ? "s" : "x", lease, k.channel,
+                                     heartbeat};
     with_retry([&](Connection& conn) { return scripts_->run(conn, Script::abandon, keys, args); });
   } catch (...) {
     // Best effort: the heartbeat deadline drops the entry, the lease ends a stray grant.
@@ -150,7 +152,8 @@ bool RedisBackend::release(spi::HeldLock& lock) {
       ms_text(std::max(milliseconds(10000), options_.command_timeout * 4));
   const std::string_view keys[] = {k.hash,  k.readers,   latch, k.counter,
                                    k.queue, k.deadlines, k.arrivals};
-  const std::string_view args[] = {held.owner_key(), latch_ttl, k.channel};
+  const std::string heartbeat = ms_text(options_.fair_heartbeat);
+  const std::string_view args[] = {held.owner_key(), latch_ttl, k.channel, heartbeat};
   // A retry after a lost reply asks again with the same latch, which answers for the first
   // request instead of releasing twice.
   return with_retry([&](Connection& conn) {

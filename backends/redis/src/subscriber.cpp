@@ -39,11 +39,6 @@ struct Subscriber::Entry {
   const std::shared_ptr<Channel> channel;
   std::mutex m;          // held while calling wake, so unregistering waits for a call in flight
   bool active = true;    // guarded by m
-  std::optional<std::uint64_t> grant;  // guarded by the subscriber's mu_
-  Clock::time_point attempt_sent{};    // guarded by the subscriber's mu_
-  // The next attempt can be answered locally (see add()); guarded by the subscriber's mu_.
-  bool skip_next = false;
-  std::optional<Clock::time_point> holder_expiry;  // from the attempt that queued the waiter
 };
 
 Subscriber::Registration::Registration(std::shared_ptr<Subscriber> sub, std::shared_ptr<Entry> e,
@@ -93,10 +88,9 @@ void Subscriber::wake(const std::shared_ptr<Entry>& e) noexcept {
   }
 }
 
-std::unique_ptr<Subscriber::Registration> Subscriber::add(
-    const std::string& channel, std::string_view waiter_id, Polls polls,
-    std::function<void()> wake_fn, Clock::time_point last_sent,
-    std::optional<Clock::time_point> holder_expiry) {
+std::unique_ptr<Subscriber::Registration> Subscriber::add(const std::string& channel,
+                                                          std::string_view waiter_id, Polls polls,
+                                                          std::function<void()> wake_fn) {
   std::unique_lock lock(mu_);
   if (!started_ && event_fd_ >= 0) {
     started_ = true;
@@ -105,14 +99,6 @@ std::unique_ptr<Subscriber::Registration> Subscriber::add(
   auto& ch = channels_[channel];
   if (!ch) ch = std::make_shared<Channel>(channel);
   auto entry = std::make_shared<Entry>(std::string(waiter_id), std::move(wake_fn), ch);
-  entry->attempt_sent = last_sent;
-  entry->holder_expiry = holder_expiry;
-  // The caller's last attempt (which queued it) was sent less than command_timeout ago. If
-  // the channel was subscribed before that, every grant made since reaches us: the attempt
-  // the core makes right after registering cannot learn anything new and is answered here.
-  entry->skip_next = ch->confirmed.load() &&
-                     ch->confirmed_at + options_.command_timeout + std::chrono::milliseconds(100) <
-                         Clock::now();
   ch->waiters.push_back(entry);
   by_waiter_[entry->waiter_id] = entry;
   entries_.fetch_add(1);
@@ -139,36 +125,6 @@ void Subscriber::remove(const std::shared_ptr<Entry>& entry) noexcept {
   }
   std::lock_guard lock(entry->m);
   entry->active = false;
-}
-
-std::optional<Subscriber::Grant> Subscriber::before_attempt(std::string_view waiter_id,
-                                                            Clock::time_point sent, bool& registered) {
-  registered = false;
-  if (entries_.load() == 0) return std::nullopt;
-  std::lock_guard lock(mu_);
-  auto it = by_waiter_.find(std::string(waiter_id));
-  if (it == by_waiter_.end()) return std::nullopt;
-  registered = true;
-  Entry& e = *it->second;
-  if (e.grant) {
-    Grant g{*e.grant, e.attempt_sent, false, std::nullopt};
-    e.grant.reset();
-    return g;
-  }
-  if (e.skip_next && e.channel->confirmed.load()) {
-    e.skip_next = false;
-    Grant busy{0, {}, true, std::nullopt};
-    if (e.holder_expiry) {
-      // Keep the hint of the attempt that queued the waiter: a holder that died is found
-      // gone as soon as its lease ends.
-      busy.retry_after = std::max(std::chrono::milliseconds(1),
-                                  std::chrono::ceil<std::chrono::milliseconds>(*e.holder_expiry - sent));
-    }
-    return busy;
-  }
-  e.skip_next = false;
-  e.attempt_sent = sent;
-  return std::nullopt;
 }
 
 void Subscriber::run() noexcept {
@@ -363,17 +319,13 @@ void Subscriber::on_reply(const redisReply* r, std::vector<std::shared_ptr<Entry
       // The SUBSCRIBE sent after our UNSUBSCRIBE will confirm it.
     }
   } else if (kind == "message") {
-    // "g<token>:<waiter id>": the queue handed the lock to that waiter.
+    // "g<token>:<waiter id>": the queue handed the lock to that waiter, which picks it up
+    // with its next attempt (a round trip that gives it its full lease from then).
     const std::string_view payload(r->element[2]->str, r->element[2]->len);
     const auto colon = payload.find(':');
     if (payload.size() < 3 || payload[0] != 'g' || colon == std::string_view::npos) return;
-    std::uint64_t token = 0;
-    const auto digits = payload.substr(1, colon - 1);
-    auto [end, ec] = std::from_chars(digits.data(), digits.data() + digits.size(), token);
-    if (ec != std::errc{} || end != digits.data() + digits.size()) return;
     auto w = by_waiter_.find(std::string(payload.substr(colon + 1)));
     if (w == by_waiter_.end() || w->second->channel != ch) return;  // not ours: another process's
-    w->second->grant = token;
     to_wake.push_back(w->second);
   }
 }

@@ -23,8 +23,8 @@
 namespace dlock::redis {
 
 // Messages on a lock's channel (published by the Lua scripts):
-//   "g<token>:<waiter id>"   the queue handed the lock to that waiter, with that fencing
-//                            token: the waiter picks it up without a round trip.
+//   "g<token>:<waiter id>"   the queue handed the lock to that waiter (for a short pick-up
+//                            lease): it is woken, and its next attempt picks the lock up.
 // Thread safety: every method is thread-safe. Wake callbacks run on the subscriber's thread
 // and must not call back into the backend.
 class Subscriber : public std::enable_shared_from_this<Subscriber> {
@@ -33,15 +33,6 @@ class Subscriber : public std::enable_shared_from_this<Subscriber> {
   struct Polls {
     std::chrono::milliseconds healthy;  // while subscribed
     std::chrono::milliseconds down;     // while the subscriber is not connected
-  };
-  // What before_attempt() knows without asking the server: a grant received for the waiter
-  // (the server made it after the waiter's last attempt was sent, so the lease runs at least
-  // until attempt_sent + lease), or, when `busy`, that the attempt cannot succeed yet.
-  struct Grant {
-    std::uint64_t token;
-    Clock::time_point attempt_sent;
-    bool busy;
-    std::optional<std::chrono::milliseconds> retry_after;  // with busy: the holder's lease left
   };
 
   struct Entry;
@@ -73,20 +64,10 @@ class Subscriber : public std::enable_shared_from_this<Subscriber> {
   // by the server (so nothing published afterwards can be missed), or at once while the
   // subscriber is disconnected, or after command_timeout. Destroying the result unregisters;
   // after that `wake` is never called again. Starts the thread on first use.
-  // `last_sent` is when the waiter's last attempt (the one that queued it) was sent, and
-  // `holder_expiry` when that attempt said the holder's lease runs out, if it said.
+  // A grant published before the registration is not seen here: the waiter's next attempt
+  // (which must go to the server) finds it.
   std::unique_ptr<Registration> add(const std::string& channel, std::string_view waiter_id,
-                                    Polls polls, std::function<void()> wake,
-                                    Clock::time_point last_sent,
-                                    std::optional<Clock::time_point> holder_expiry);
-
-  // The waiter is about to send an attempt at `sent`: returns the grant it received (and
-  // forgets it), or `busy` for the attempt right after registering when the channel was
-  // subscribed before the waiter queued (nothing new can be known), or records `sent` and
-  // returns nothing (the attempt must go to the server).
-  // `registered` tells whether the waiter is registered at all.
-  std::optional<Grant> before_attempt(std::string_view waiter_id, Clock::time_point sent,
-                                      bool& registered);
+                                    Polls polls, std::function<void()> wake);
 
  private:
   void remove(const std::shared_ptr<Entry>& entry) noexcept;

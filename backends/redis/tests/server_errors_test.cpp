@@ -196,7 +196,7 @@ TEST_F(RedisServerErrorsTest, SubscriberReconnectsAndWakesWaiters) {
   EXPECT_TRUE(cv.wait_for(lock, 2s, [&] { return wakes > 0; })) << "no wake-up after reconnecting";
 }
 
-TEST_F(RedisServerErrorsTest, AHandedOverLockIsPickedUpWithoutARoundTrip) {
+TEST_F(RedisServerErrorsTest, AHandedOverLockIsPickedUpInOneRoundTripWithItsFullLease) {
   auto b = backend(server_->uri());
   auto h = grant(*b, "ho", "c:h");
   ASSERT_TRUE(h);
@@ -216,7 +216,7 @@ TEST_F(RedisServerErrorsTest, AHandedOverLockIsPickedUpWithoutARoundTrip) {
   }
   const long long before = evalsha_calls();
   auto a = w.attempt();
-  EXPECT_EQ(evalsha_calls(), before) << "the pick-up went to the server";
+  EXPECT_EQ(evalsha_calls() - before, 1) << "the pick-up is one script call";
   auto* held = std::get_if<HeldPtr>(&a);
   ASSERT_TRUE(held && *held);
   EXPECT_EQ(raw_->string({"GET", "dlock:{ho}:t"}), std::to_string((*held)->fencing_token()));
