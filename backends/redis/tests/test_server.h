@@ -54,7 +54,7 @@ struct Req {
   std::chrono::milliseconds lease = std::chrono::seconds(10);
   bool fair = false;
   bool will_wait = false;
-  std::string waiter;  // empty: the owner key
+  std::string waiter = {};  // empty: the owner key
 
   spi::AttemptRequest get() const;
 };
