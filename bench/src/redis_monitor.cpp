@@ -61,7 +61,7 @@ RedisMonitor::RedisMonitor(const dlock::Uri& uri) {
   RedisWire stream_wire(uri);  // reuses the connect/AUTH/SELECT logic, then hands the context over
   stream_ = stream_wire.release_context();
   redisSetTimeout(stream_, timeval{0, 0});  // block: the end marker (or shutdown) always ends the read
-  if (!dlock::redis::take_reply(redisCommand(stream_, "MONITOR"))) {
+  if (!ReplyPtr(static_cast<redisReply*>(redisCommand(stream_, "MONITOR")))) {
     redisFree(stream_);
     stream_ = nullptr;
     throw std::runtime_error("MONITOR failed");
@@ -96,7 +96,7 @@ void RedisMonitor::read_loop() noexcept {
       phase_.store(3);
       break;
     }
-    const ReplyPtr r = dlock::redis::take_reply(raw);
+    const ReplyPtr r(static_cast<redisReply*>(raw));
     if (r->type == REDIS_REPLY_STATUS && parse_line(std::string_view(r->str, r->len), line)) {
       int phase = phase_.load();
       if (line.command == "echo" && line.first_arg == start_marker_) {

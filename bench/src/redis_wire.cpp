@@ -1,5 +1,7 @@
 #include "redis_wire.h"
 
+#include "hiredis_ptr.h"  // backends/redis/src: the one deleter
+
 #include <hiredis/hiredis.h>
 
 #include <algorithm>
@@ -7,6 +9,8 @@
 #include <stdexcept>
 
 namespace dlock_bench {
+
+void ReplyDeleter::operator()(redisReply* r) const noexcept { dlock::redis::ReplyDeleter{}(r); }
 
 namespace {
 
@@ -55,8 +59,8 @@ ReplyPtr RedisWire::command(const std::vector<std::string_view>& argv) {
     ptrs.push_back(a.data());
     lens.push_back(a.size());
   }
-  ReplyPtr reply = dlock::redis::take_reply(
-      redisCommandArgv(ctx_, static_cast<int>(argv.size()), ptrs.data(), lens.data()));
+  ReplyPtr reply(static_cast<redisReply*>(
+      redisCommandArgv(ctx_, static_cast<int>(argv.size()), ptrs.data(), lens.data())));
   if (!reply) {
     throw std::runtime_error("redis " + where_ + ": " + (ctx_->err ? ctx_->errstr : "no reply"));
   }

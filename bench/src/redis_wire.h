@@ -11,11 +11,18 @@
 #include <vector>
 
 #include "dlock/uri.h"
-#include "hiredis_ptr.h"  // backends/redis/src: the shared owning pointers
+
+struct redisContext;
+struct redisReply;
 
 namespace dlock_bench {
 
-using ReplyPtr = dlock::redis::Reply;
+// Declared without hiredis (the bench builds without it, see redis_absent.cpp); with
+// hiredis, redis_wire.cpp defines it as the backend's hiredis_ptr.h deleter.
+struct ReplyDeleter {
+  void operator()(redisReply* r) const noexcept;
+};
+using ReplyPtr = std::unique_ptr<redisReply, ReplyDeleter>;
 
 // One blocking connection. Not thread-safe. Errors throw std::runtime_error whose message
 // names the host and port, never the password.
