@@ -1,0 +1,277 @@
+#include "acquisition.h"
+
+#include "errors.h"
+#include "keys.h"
+
+namespace dlock::postgres {
+namespace {
+
+bool is_error(const PGresult* r) { return PQresultStatus(r) != PGRES_TUPLES_OK; }
+
+}  // namespace
+
+PgAcquisition::PgAcquisition(PgBackend& backend, const spi::AttemptRequest& request,
+                             std::function<void()> wake)
+    : backend_(backend),
+      pool_(backend.pool()),
+      request_(request),
+      wake_(std::move(wake)),
+      identity_(key_identity(backend.options().prefix, request.name)) {}
+
+PgAcquisition::~PgAcquisition() { abandon(); }
+
+std::int64_t PgAcquisition::key() const {
+  if (index_ >= max_key_candidates) {
+    throw Error(ErrorCode::internal, backend_.options().where + ": " +
+                                         std::to_string(max_key_candidates) +
+                                         " advisory keys of one name all belong to other names");
+  }
+  return advisory_key(identity_, index_);
+}
+
+std::shared_ptr<PgHeldLock> PgAcquisition::make_hold(std::shared_ptr<Session> s, std::int64_t key,
+                                                     std::int64_t token, Clock::time_point sent) {
+  auto hold = std::make_shared<PgHeldLock>(std::string(request_.name), request_.mode,
+                                           std::string(request_.owner_key),
+                                           static_cast<std::uint64_t>(token),
+                                           backend_.expiry_after(sent), s, key, pool_);
+  s->holds.add(hold);  // marked lost at once if the session already ended
+  return hold;
+}
+
+bool PgAcquisition::unlock_locked(Session& s, std::int64_t key) noexcept {
+  PgConn* c = s.conn();
+  if (c == nullptr) return false;
+  for (int tries = 0; tries < 2; ++tries) {
+    try {
+      const auto deadline = Clock::now() + backend_.options().command_timeout;
+      c->send_prepared(shared() ? stmt::unlock_s : stmt::unlock_x, key, nullptr, "unlock", deadline);
+      ResultPtr r = c->wait_result(deadline, "unlock");
+      // A cancel meant for the wait can land on this statement instead: run it again.
+      if (is_error(r.get()) && sqlstate_of(r.get()) == sqlstate::query_canceled) continue;
+      if (is_error(r.get())) break;
+      return parse_unlock_row(r.get());
+    } catch (const Error&) {
+      break;
+    }
+  }
+  s.close_locked();  // doubt: the server frees whatever the session held
+  return false;
+}
+
+spi::Attempt PgAcquisition::try_once() {
+  const auto& o = backend_.options();
+  bool retried = false;
+  while (true) {
+    const std::int64_t k = key();
+    auto s = pool_->for_try(k);
+    enum { busy, granted, collision, failed } outcome = failed;
+    std::optional<Error> error;
+    bool broken = false;
+    std::int64_t token = 0;
+    Clock::time_point sent;
+    {
+      SessionUse use(*s);
+      if (PgConn* c = s->conn()) {
+        try {
+          sent = Clock::now();
+          const auto deadline = sent + o.command_timeout;
+          c->send_prepared(shared() ? stmt::try_s : stmt::try_x, k, &identity_, "acquire", deadline);
+          ResultPtr r = c->wait_result(deadline, "acquire");
+          if (is_error(r.get())) {
+            error = translate_error(o.where, "acquire", c->raw(), r.get());
+            unlock_locked(*s, k);  // the lock may have been taken before the statement failed
+          } else {
+            const AcquireRow row = parse_acquire_row(r.get());
+            if (row.got && row.token) {
+              outcome = granted;
+              token = *row.token;
+            } else if (row.got) {
+              unlock_locked(*s, k);
+              outcome = collision;
+            } else {
+              outcome = row.foreign ? collision : busy;
+            }
+          }
+        } catch (const Error& e) {
+          error = e;
+          broken = !c->ok();
+          s->close_locked();  // doubt: the try may have been granted
+        }
+      } else {
+        error = Error(ErrorCode::unavailable, o.where + ": acquire: the connection was closed");
+        broken = true;
+      }
+    }
+    pool_->done_using(*s);
+    if (outcome != granted) pool_->unreserve(*s, k);
+    if (s->dead.load()) pool_->forget(s);
+    switch (outcome) {
+      case granted:
+        return make_hold(std::move(s), k, token, sent);
+      case busy:
+        return spi::Busy{};
+      case collision:
+        ++index_;
+        continue;
+      case failed:
+        // A connection the server had closed (idle_session_timeout, a restart) costs one retry
+        // on a fresh one; a timeout does not (the server is slow: do not double the wait).
+        if (broken && !retried) {
+          retried = true;
+          continue;
+        }
+        throw *error;
+    }
+  }
+}
+
+void PgAcquisition::send_wait() {
+  const auto deadline = Clock::now() + backend_.options().command_timeout;
+  waiter_->wake = wake_;
+  waiter_->conn()->send_prepared(shared() ? stmt::wait_s : stmt::wait_x, key(), &identity_,
+                                 "wait", deadline);
+  waiter_->wait_state = WaitState::in_flight;
+}
+
+spi::Attempt PgAcquisition::attempt() {
+  if (waiter_) return from_waiter();
+  spi::Attempt a = try_once();
+  if (std::holds_alternative<std::shared_ptr<spi::HeldLock>>(a) || !request_.will_wait) return a;
+  waiter_ = pool_->for_wait();
+  pool_full_ = waiter_ == nullptr;
+  if (pool_full_) return a;  // no session to wait on: the core polls (fallback_poll)
+  std::optional<Error> error;
+  {
+    SessionUse use(*waiter_);
+    if (waiter_->conn() == nullptr) {
+      error = Error(ErrorCode::unavailable, backend_.options().where + ": wait: the connection was closed");
+    } else {
+      try {
+        send_wait();
+      } catch (const Error& e) {
+        error = e;
+        waiter_->close_locked();
+      }
+    }
+  }
+  if (error) {
+    auto s = std::move(waiter_);
+    pool_->wait_ended(s);
+    pool_->forget(s);
+    throw *error;
+  }
+  pool_->poke();
+  return a;
+}
+
+spi::Attempt PgAcquisition::from_waiter() {
+  const auto& o = backend_.options();
+  std::optional<Error> error;
+  std::int64_t token = 0;
+  Clock::time_point answered;
+  {
+    SessionUse use(*waiter_);
+    PgConn* c = waiter_->conn();
+    if (c == nullptr) {
+      error = Error(ErrorCode::unavailable, o.where + ": wait: the connection was lost");
+    } else if (waiter_->wait_state == WaitState::in_flight) {
+      return spi::Busy{};  // a spurious wake-up
+    } else if (waiter_->wait_state == WaitState::none) {
+      try {
+        send_wait();
+      } catch (const Error& e) {
+        error = e;
+        waiter_->close_locked();
+      }
+    } else {
+      ResultPtr r = std::move(waiter_->wait_result);
+      waiter_->wait_state = WaitState::none;
+      answered = waiter_->wait_answered_at;
+      const std::int64_t k = key();
+      try {
+        if (!r) {
+          error = Error(ErrorCode::unavailable, o.where + ": wait: the connection was lost");
+        } else if (!is_error(r.get())) {
+          const AcquireRow row = parse_acquire_row(r.get());
+          if (row.token) {
+            token = *row.token;
+          } else {  // the key belongs to another name: unlock it and wait on the next key
+            unlock_locked(*waiter_, k);
+            ++index_;
+            if (waiter_->conn()) send_wait();
+          }
+        } else {
+          const std::string state = sqlstate_of(r.get());
+          unlock_locked(*waiter_, k);  // undoes a grant that raced with the chunk's end
+          if (state == sqlstate::lock_not_available || state == sqlstate::query_canceled) {
+            if (waiter_->conn()) send_wait();
+          } else {
+            error = translate_error(o.where, "wait", c->raw(), r.get());
+          }
+        }
+      } catch (const Error& e) {
+        error = e;
+        waiter_->close_locked();
+      }
+      if (!error && !token && waiter_->conn() == nullptr) {
+        error = Error(ErrorCode::unavailable, o.where + ": wait: the connection was lost");
+      }
+    }
+  }
+  if (token) {
+    auto s = std::move(waiter_);
+    const std::int64_t k = key();
+    pool_->wait_granted(*s, k);
+    return make_hold(std::move(s), k, token, answered);
+  }
+  if (error) {
+    auto s = std::move(waiter_);
+    pool_->wait_ended(s);
+    if (s->dead.load()) pool_->forget(s);
+    throw *error;
+  }
+  pool_->poke();
+  return spi::Busy{};
+}
+
+std::chrono::milliseconds PgAcquisition::fallback_poll() const noexcept {
+  using std::chrono::milliseconds;
+  if (pool_full_) return milliseconds(25);  // no server-side wait: poll
+  return milliseconds(1000);  // the monitor wakes us; a spurious attempt costs no round trip
+}
+
+void PgAcquisition::abandon() noexcept {
+  if (!waiter_) return;
+  {
+    SessionUse use(*waiter_);
+    PgConn* c = waiter_->conn();
+    if (c != nullptr && waiter_->wait_state == WaitState::in_flight) {
+      c->cancel();
+      try {
+        waiter_->wait_result = c->wait_result(Clock::now() + backend_.options().command_timeout,
+                                              "cancel a wait");
+        waiter_->wait_state = WaitState::done;
+      } catch (const Error&) {
+        waiter_->close_locked();
+      }
+    }
+    if (waiter_->conn() != nullptr && waiter_->wait_state == WaitState::done) {
+      std::int64_t k = 0;
+      try {
+        k = key();
+      } catch (const Error&) {
+      }
+      // Granted, granted in the cancel's race, or a collision's lock: unlock it either way.
+      if (waiter_->wait_result) unlock_locked(*waiter_, k);
+    }
+    waiter_->wait_state = WaitState::none;
+    waiter_->wait_result.reset();
+    waiter_->wake = nullptr;
+  }
+  pool_->wait_ended(waiter_);
+  if (waiter_->dead.load()) pool_->forget(waiter_);
+  waiter_.reset();
+}
+
+}  // namespace dlock::postgres

@@ -1,0 +1,61 @@
+// PgAcquisition: one acquire call in advisory mode.
+//
+// First a try (1 round trip) on a multiplexed holder session. If busy and the caller will
+// wait, a dedicated waiter session sends the blocking acquire, which sits in the server's
+// lock queue (FIFO, a waiting writer keeps new readers out) for at most wait_chunk
+// (lock_timeout); the monitor thread sees its result and wakes the core, and the next
+// attempt() answers from it without a round trip. On a chunk's end (55P03) the lock may
+// have been granted after all (PostgreSQL's LockErrorCleanup): the unlock that follows
+// undoes such a grant, then the wait is sent again.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+
+#include "dlock/spi/backend.h"
+#include "pg_backend.h"
+
+namespace dlock::postgres {
+
+class PgAcquisition : public spi::Acquisition {
+ public:
+  PgAcquisition(PgBackend& backend, const spi::AttemptRequest& request, std::function<void()> wake);
+  // Abandons a wait: cancels it, undoes a grant that raced with the cancel, and returns the
+  // session to the pool (or closes it when in doubt). Blocks about a round trip, at most
+  // ~2 × command_timeout against a stalled server.
+  ~PgAcquisition() override;
+
+  spi::Attempt attempt() override;
+  std::chrono::milliseconds fallback_poll() const noexcept override;
+
+ private:
+  using Clock = spi::HeldLock::Clock;
+
+  std::int64_t key() const;
+  bool shared() const noexcept { return request_.mode == LockMode::shared; }
+  // A try on a holder session, moving to the next candidate key on a collision.
+  spi::Attempt try_once();
+  // Sends the blocking acquire on waiter_ (REQUIRES: waiter_->mu held).
+  void send_wait();
+  // Reads the finished wait of waiter_: a grant, or Busy after sending the next wait.
+  spi::Attempt from_waiter();
+  // Unlocks key() on `s` (REQUIRES: its mu held); closes it when that fails. True if held.
+  bool unlock_locked(Session& s, std::int64_t key) noexcept;
+  std::shared_ptr<PgHeldLock> make_hold(std::shared_ptr<Session> s, std::int64_t key,
+                                        std::int64_t token, Clock::time_point sent);
+  void abandon() noexcept;
+
+  PgBackend& backend_;
+  const std::shared_ptr<SessionPool> pool_;
+  const spi::AttemptRequest& request_;
+  const std::function<void()> wake_;
+  const std::string identity_;
+  int index_ = 0;                     // which candidate key (keys.h)
+  std::shared_ptr<Session> waiter_;   // dedicated while a wait is on the server
+  bool pool_full_ = false;            // no waiter session could be had: poll
+};
+
+}  // namespace dlock::postgres

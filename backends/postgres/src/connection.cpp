@@ -1,0 +1,189 @@
+#include "connection.h"
+
+#include <poll.h>
+
+#include <cerrno>
+#include <cstring>
+#include <vector>
+
+#include "errors.h"
+
+namespace dlock::postgres {
+namespace {
+
+using std::chrono::ceil;
+using std::chrono::milliseconds;
+using std::chrono::seconds;
+
+void ignore_notice(void*, const char*) {}  // pg_advisory_unlock's WARNING on an unheld key
+
+long long secs_up(milliseconds d) { return std::max<long long>(1, ceil<seconds>(d).count()); }
+
+[[noreturn]] void timed_out(const std::string& where, std::string_view doing) {
+  throw Error(ErrorCode::unavailable,
+              where + ": " + std::string(doing) + ": no answer within the command timeout");
+}
+
+}  // namespace
+
+std::string session_settings(const PgOptions& o) {
+  const long long s_ms = o.session_timeout.count();
+  // Nothing on the server may end the session before S (brief §1.1): idle_session_timeout
+  // is S, and TCP keepalives give up after idle + 5 × interval = S at the earliest.
+  std::string out = "-c synchronous_commit=off";
+  out += " -c idle_session_timeout=" + std::to_string(s_ms);
+  out += " -c idle_in_transaction_session_timeout=0 -c statement_timeout=0";
+  out += " -c lock_timeout=" + std::to_string(o.wait_chunk.count());
+  out += " -c client_connection_check_interval=100";
+  out += " -c tcp_user_timeout=" + std::to_string(s_ms);
+  out += " -c tcp_keepalives_idle=" + std::to_string(secs_up(o.session_timeout / 2));
+  out += " -c tcp_keepalives_interval=" + std::to_string(secs_up(o.session_timeout / 10));
+  out += " -c tcp_keepalives_count=5";
+  return out;
+}
+
+PgConn::PgConn(PGconn* conn, std::string where) : conn_(conn), where_(std::move(where)) {
+  PQsetNoticeProcessor(conn_, ignore_notice, nullptr);
+}
+
+PgConn::~PgConn() { PQfinish(conn_); }
+
+std::unique_ptr<PgConn> PgConn::open(const PgOptions& o, const std::string& application_name) {
+  const auto deadline = Clock::now() + o.connect_timeout;
+  std::vector<std::pair<std::string, std::string>> kv = o.conninfo;
+  const milliseconds s = o.session_timeout;
+  kv.emplace_back("application_name", application_name);
+  kv.emplace_back("options", session_settings(o));
+  kv.emplace_back("connect_timeout", std::to_string(std::max<long long>(2, secs_up(o.connect_timeout))));
+  // The client notices a dead server too (the core's probes are the fallback).
+  kv.emplace_back("keepalives", "1");
+  kv.emplace_back("keepalives_idle", std::to_string(secs_up(s / 2)));
+  kv.emplace_back("keepalives_interval", std::to_string(secs_up(s / 10)));
+  kv.emplace_back("keepalives_count", "5");
+  kv.emplace_back("tcp_user_timeout", std::to_string(s.count()));
+  std::vector<const char*> keys, values;
+  for (const auto& [k, v] : kv) {
+    keys.push_back(k.c_str());
+    values.push_back(v.c_str());
+  }
+  keys.push_back(nullptr);
+  values.push_back(nullptr);
+  PGconn* raw = PQconnectStartParams(keys.data(), values.data(), 0);
+  if (raw == nullptr) throw translate_error(o.where, "connect", nullptr, nullptr);
+  std::unique_ptr<PgConn> conn(new PgConn(raw, o.where));
+  if (PQstatus(raw) == CONNECTION_BAD) throw translate_error(o.where, "connect", raw, nullptr);
+  PostgresPollingStatusType st = PGRES_POLLING_WRITING;
+  while (true) {
+    if (st == PGRES_POLLING_OK) break;
+    if (st == PGRES_POLLING_FAILED) throw translate_error(o.where, "connect", raw, nullptr);
+    try {
+      conn->wait_socket(st == PGRES_POLLING_READING ? POLLIN : POLLOUT, deadline, "connect");
+    } catch (const Error&) {
+      throw Error(ErrorCode::unavailable, o.where + ": connect: no answer within connect_timeout (" +
+                                              std::to_string(o.connect_timeout.count()) + "ms)");
+    }
+    st = PQconnectPoll(raw);
+  }
+  return conn;
+}
+
+void PgConn::wait_socket(short events, Clock::time_point deadline, std::string_view doing) {
+  while (true) {
+    const auto left = std::chrono::duration_cast<milliseconds>(deadline - Clock::now()).count();
+    if (left <= 0) timed_out(where_, doing);
+    pollfd p{PQsocket(conn_), events, 0};
+    if (p.fd < 0) throw translate_error(where_, doing, conn_, nullptr);
+    const int n = ::poll(&p, 1, static_cast<int>(std::min<long long>(left, 60'000)));
+    if (n > 0) return;
+    if (n < 0 && errno != EINTR) {
+      throw Error(ErrorCode::unavailable, where_ + ": " + std::string(doing) + ": poll: " + std::strerror(errno));
+    }
+  }
+}
+
+void PgConn::drain(Clock::time_point deadline, std::string_view doing) {
+  if (in_flight_) (void)wait_result(deadline, doing);
+}
+
+ResultPtr PgConn::wait_result(Clock::time_point deadline, std::string_view doing) {
+  while (PQisBusy(conn_)) {
+    if (PQstatus(conn_) != CONNECTION_OK) break;
+    wait_socket(POLLIN, deadline, doing);
+    if (!PQconsumeInput(conn_)) {
+      in_flight_ = false;
+      throw translate_error(where_, doing, conn_, nullptr);
+    }
+  }
+  return take_result();
+}
+
+ResultPtr PgConn::take_result() {
+  ResultPtr first;
+  while (PGresult* r = PQgetResult(conn_)) {
+    ResultPtr res(r);
+    const auto st = PQresultStatus(r);
+    const bool error = st == PGRES_FATAL_ERROR || st == PGRES_NONFATAL_ERROR;
+    if (!first || (error && PQresultStatus(first.get()) != PGRES_FATAL_ERROR)) first = std::move(res);
+  }
+  in_flight_ = false;
+  if (!first) throw translate_error(where_, "reading a result", conn_, nullptr);
+  // A fatal result on a connection that broke is a lost connection, not an SQL error.
+  if (PQresultStatus(first.get()) == PGRES_FATAL_ERROR && PQstatus(conn_) != CONNECTION_OK &&
+      sqlstate_of(first.get()).empty()) {
+    throw translate_error(where_, "reading a result", conn_, nullptr);
+  }
+  return first;
+}
+
+void PgConn::send_prepared(const char* name, std::int64_t key, const std::string* identity,
+                           std::string_view doing, Clock::time_point deadline) {
+  drain(deadline, doing);
+  std::uint64_t k;
+  std::memcpy(&k, &key, sizeof k);
+  char key_be[8];
+  for (int i = 7; i >= 0; --i, k >>= 8) key_be[i] = static_cast<char>(k & 0xff);
+  const char* values[2] = {key_be, identity ? identity->data() : nullptr};
+  const int lengths[2] = {8, identity ? static_cast<int>(identity->size()) : 0};
+  const int formats[2] = {1, 1};
+  if (!PQsendQueryPrepared(conn_, name, identity ? 2 : 1, values, lengths, formats, 0)) {
+    throw translate_error(where_, doing, conn_, nullptr);
+  }
+  in_flight_ = true;
+}
+
+void PgConn::send_ping(std::string_view doing, Clock::time_point deadline) {
+  drain(deadline, doing);
+  if (!PQsendQuery(conn_, "")) throw translate_error(where_, doing, conn_, nullptr);
+  in_flight_ = true;
+}
+
+ResultPtr PgConn::query_simple(const std::string& sql, std::string_view doing, Clock::time_point deadline) {
+  drain(deadline, doing);
+  if (!PQsendQuery(conn_, sql.c_str())) throw translate_error(where_, doing, conn_, nullptr);
+  in_flight_ = true;
+  return wait_result(deadline, doing);
+}
+
+void PgConn::exec_simple(const std::string& sql, std::string_view doing, Clock::time_point deadline) {
+  ResultPtr r = query_simple(sql, doing, deadline);
+  const auto st = PQresultStatus(r.get());
+  if (st != PGRES_COMMAND_OK && st != PGRES_TUPLES_OK && st != PGRES_EMPTY_QUERY) {
+    throw translate_error(where_, doing, conn_, r.get());
+  }
+}
+
+bool PgConn::poll_input() noexcept {
+  if (!PQconsumeInput(conn_)) return false;
+  return PQstatus(conn_) == CONNECTION_OK;
+}
+
+bool PgConn::cancel() noexcept {
+  PGcancel* c = PQgetCancel(conn_);
+  if (c == nullptr) return false;
+  char err[256];
+  const bool ok = PQcancel(c, err, sizeof err) == 1;
+  PQfreeCancel(c);
+  return ok;
+}
+
+}  // namespace dlock::postgres

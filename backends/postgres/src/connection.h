@@ -1,0 +1,88 @@
+// PgConn: one libpq connection used as a lock session, with client-side deadlines on every
+// wait (libpq's own calls would block without bound) and the session settings that make S
+// the dead-client bound (brief §3.a; README.md, "Bounds").
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <string_view>
+
+#include <libpq-fe.h>
+
+#include "options.h"
+
+namespace dlock::postgres {
+
+struct ResultDeleter {
+  void operator()(PGresult* r) const noexcept { PQclear(r); }
+};
+using ResultPtr = std::unique_ptr<PGresult, ResultDeleter>;
+
+// The startup `options` string (-c name=value …) of every lock connection.
+std::string session_settings(const PgOptions& o);
+
+// Not thread-safe: its owner (a Session) serialises every use.
+class PgConn {
+ public:
+  using Clock = std::chrono::steady_clock;
+
+  // Connects within o.connect_timeout (several hosts are tried in turn, as libpq does) and
+  // applies session_settings(). `application_name` names the connection in pg_stat_activity.
+  // Throws Error (errors.h) naming `where`, never the password.
+  static std::unique_ptr<PgConn> open(const PgOptions& o, const std::string& application_name);
+  ~PgConn();
+  PgConn(const PgConn&) = delete;
+  PgConn& operator=(const PgConn&) = delete;
+
+  PGconn* raw() const noexcept { return conn_; }
+  int socket() const noexcept { return PQsocket(conn_); }
+  bool ok() const noexcept { return PQstatus(conn_) == CONNECTION_OK; }
+  int server_version() const noexcept { return PQserverVersion(conn_); }
+  bool in_flight() const noexcept { return in_flight_; }
+  const std::string& where() const noexcept { return where_; }
+
+  // Runs `sql` (simple protocol; several statements allowed) and throws the translated
+  // error of the first failing statement. Throws unavailable at `deadline`.
+  void exec_simple(const std::string& sql, std::string_view doing, Clock::time_point deadline);
+  // Runs `sql` and returns its (last) result, error results included.
+  ResultPtr query_simple(const std::string& sql, std::string_view doing, Clock::time_point deadline);
+
+  // Sends prepared statement `name` with $1 = key (and $2 = identity if given), in binary.
+  // The result is collected by wait_result() or, for the monitor, poll_input()/take_result().
+  // Throws unavailable if the connection is broken; drains a statement left in flight by an
+  // earlier timeout first (up to `deadline`).
+  void send_prepared(const char* name, std::int64_t key, const std::string* identity,
+                     std::string_view doing, Clock::time_point deadline);
+  // Sends an empty query: a liveness probe.
+  void send_ping(std::string_view doing, Clock::time_point deadline);
+
+  // Waits until the statement in flight has finished, up to `deadline`. Returns its result
+  // (the first error result if any, else the first result). Throws unavailable on a broken
+  // connection or at the deadline (then the statement stays in flight: in_flight()).
+  ResultPtr wait_result(Clock::time_point deadline, std::string_view doing);
+
+  // For a socket found readable: reads what arrived without blocking. Returns false if the
+  // connection broke (EOF, reset, the server's FATAL before closing).
+  bool poll_input() noexcept;
+  // True once the statement in flight has its full result (after poll_input()).
+  bool result_ready() const noexcept { return in_flight_ && !PQisBusy(conn_); }
+  // Collects the finished statement's result (REQUIRES: result_ready()).
+  ResultPtr take_result();
+
+  // Asks the server to cancel the statement in flight (a new short connection; blocks for
+  // about one round trip). Returns false if the request could not be sent.
+  bool cancel() noexcept;
+
+ private:
+  PgConn(PGconn* conn, std::string where);
+  void drain(Clock::time_point deadline, std::string_view doing);
+  void wait_socket(short events, Clock::time_point deadline, std::string_view doing);
+
+  PGconn* conn_;
+  std::string where_;
+  bool in_flight_ = false;
+};
+
+}  // namespace dlock::postgres

@@ -1,0 +1,188 @@
+#include "pg_backend.h"
+
+#include <cstdlib>
+#include <map>
+
+#include "acquisition.h"
+#include "errors.h"
+
+namespace dlock::postgres {
+namespace {
+
+using Clock = spi::HeldLock::Clock;
+
+int backend_pid(PgConn& c, Clock::time_point deadline) {
+  ResultPtr r = c.query_simple("SELECT pg_backend_pid()", "checking for a pooler", deadline);
+  if (PQresultStatus(r.get()) != PGRES_TUPLES_OK || PQntuples(r.get()) != 1) {
+    throw translate_error(c.where(), "checking for a pooler", c.raw(), r.get());
+  }
+  return std::atoi(PQgetvalue(r.get(), 0, 0));
+}
+
+}  // namespace
+
+bool transaction_pooler_detected(int first_pid, int second_pid) noexcept { return first_pid != second_pid; }
+
+PgHeldLock::PgHeldLock(std::string name, LockMode mode, std::string owner_key, std::uint64_t token,
+                       Clock::time_point server_expiry, std::shared_ptr<Session> session,
+                       std::int64_t key, std::weak_ptr<SessionPool> pool)
+    : HeldLock(std::move(name), mode, std::move(owner_key), token, server_expiry),
+      session_(std::move(session)),
+      key_(key),
+      pool_(std::move(pool)) {}
+
+PgHeldLock::~PgHeldLock() {
+  if (released.load() || session_->dead.load()) return;
+  if (auto pool = pool_.lock()) pool->unlock_later(session_, key_, mode() == LockMode::shared);
+}
+
+PgBackend::PgBackend(PgOptions options) {
+  if (options.mode == Mode::lease) {
+    throw Error(ErrorCode::unsupported, options.where + ": mode=lease is not implemented yet");
+  }
+  caps_.reentrant = true;
+  caps_.read_write = true;
+  caps_.fair = true;
+  caps_.fencing = true;
+  caps_.push_wakeup = true;
+  caps_.liveness = Liveness::session;
+  caps_.max_name_bytes = 1024;
+  caps_.default_lease = options.session_timeout;
+  caps_.lost_signal_bound = options.session_timeout;
+  caps_.crash_release_bound = options.session_timeout;
+
+  const AdvisorySql sql(options.schema, options.table);
+  // The first connection: errors in the URI, the password or pg_hba surface here.
+  auto conn = PgConn::open(options, options.application_name);
+  const auto deadline = Clock::now() + options.command_timeout;
+  const int first = backend_pid(*conn, deadline);
+  const int second = backend_pid(*conn, deadline);
+  if (transaction_pooler_detected(first, second)) {
+    throw Error(ErrorCode::invalid_argument,
+                options.where + ": advisory mode needs a server session, but two transactions ran "
+                                "on different server processes (a transaction pooler such as "
+                                "PgBouncer pool_mode=transaction?): use mode=lease");
+  }
+  if (options.create_tables) {
+    try {
+      conn->exec_simple(sql.create_table, "creating the fence table", deadline);
+    } catch (const Error& e) {
+      // Two clients creating the table at once: one of them sees a duplicate type or table.
+      const std::string m = e.message();
+      if (m.find("already exists") == std::string::npos && m.find("23505") == std::string::npos &&
+          m.find("duplicate key") == std::string::npos) {
+        throw;
+      }
+    }
+  }
+  conn->exec_simple(sql.prepare_all, "preparing statements", deadline);
+  pool_ = std::make_shared<SessionPool>(std::move(options), sql.prepare_all);
+  pool_->add(std::make_shared<Session>(std::move(conn)));
+}
+
+PgBackend::~PgBackend() = default;
+
+Clock::time_point PgBackend::expiry_after(Clock::time_point sent) const noexcept {
+  const auto s = options().session_timeout;
+  // The same drift allowance as backends/redis: 1 % of S plus 2 ms.
+  return sent + s - s / 100 - std::chrono::milliseconds(2);
+}
+
+std::unique_ptr<spi::Acquisition> PgBackend::begin_acquire(const spi::AttemptRequest& request,
+                                                           std::function<void()> wake) {
+  return std::make_unique<PgAcquisition>(*this, request, std::move(wake));
+}
+
+bool PgBackend::release(spi::HeldLock& lock) {
+  auto& hold = static_cast<PgHeldLock&>(lock);
+  if (hold.released.exchange(true)) return false;
+  const auto& s = hold.session();
+  const auto& o = options();
+  bool was_held = false;
+  bool closed = false;
+  std::optional<Error> doubt;
+  {
+    SessionUse use(*s);
+    PgConn* c = s->conn();
+    if (c == nullptr) {
+      closed = true;
+    } else if (lock.lost()) {
+      s->close_locked();  // doubt: the server must forget every lock of this session
+      closed = true;
+    } else {
+      try {
+        const auto deadline = Clock::now() + o.command_timeout;
+        c->send_prepared(lock.mode() == LockMode::shared ? stmt::unlock_s : stmt::unlock_x,
+                         hold.key(), nullptr, "release", deadline);
+        ResultPtr r = c->wait_result(deadline, "release");
+        if (PQresultStatus(r.get()) != PGRES_TUPLES_OK) {
+          doubt = translate_error(o.where, "release", c->raw(), r.get());
+          s->close_locked();
+        } else {
+          was_held = parse_unlock_row(r.get());
+        }
+      } catch (const Error& e) {
+        // Broken: the session is gone and its locks with it (false). Timed out: close it so
+        // the server frees the lock, but say we could not tell.
+        if (c->ok()) doubt = e;
+        s->close_locked();
+      }
+      closed = s->conn() == nullptr;
+    }
+  }
+  s->holds.remove(lock);
+  pool_->unreserve(*s, hold.key());
+  if (closed) pool_->forget(s);
+  if (doubt) throw *doubt;
+  return was_held;
+}
+
+void PgBackend::extend_many(std::span<spi::HeldLock* const> locks, std::chrono::milliseconds,
+                            std::span<spi::RenewStatus> out) noexcept {
+  const auto& o = options();
+  std::map<Session*, std::vector<std::size_t>> by_session;
+  for (std::size_t i = 0; i < locks.size(); ++i) {
+    auto* hold = static_cast<PgHeldLock*>(locks[i]);
+    if (hold->lost() || hold->session()->dead.load()) {
+      out[i] = spi::RenewStatus::not_held;
+    } else {
+      by_session[hold->session().get()].push_back(i);
+    }
+  }
+  for (auto& [raw, indexes] : by_session) {
+    auto session = static_cast<PgHeldLock*>(locks[indexes.front()])->session();
+    spi::RenewStatus status = spi::RenewStatus::failed;
+    Clock::time_point sent;
+    bool killed = false;
+    {
+      SessionUse use(*session);
+      PgConn* c = session->conn();
+      if (c == nullptr) {
+        status = spi::RenewStatus::not_held;
+      } else {
+        try {
+          sent = Clock::now();
+          const auto deadline = sent + o.command_timeout;
+          c->send_ping("probe", deadline);
+          (void)c->wait_result(deadline, "probe");
+          status = spi::RenewStatus::renewed;
+        } catch (const Error&) {
+          if (!c->ok()) {
+            session->close_locked();
+            killed = true;
+            status = spi::RenewStatus::not_held;
+          }  // else timed out: the probe stays in flight; the core retries until S runs out
+        }
+      }
+    }
+    if (killed) pool_->forget(session);
+    if (status == spi::RenewStatus::renewed) {
+      const auto expiry = expiry_after(sent);
+      session->holds.refresh(expiry);
+      for (auto i : indexes) locks[i]->set_server_expiry(expiry);
+    }
+    for (auto i : indexes) out[i] = status;
+  }
+}
+
+}  // namespace dlock::postgres

@@ -1,0 +1,79 @@
+// Session: one lock connection and what lives on it — the holds multiplexed on it (never
+// two of one key) or, while it is dedicated to one acquire, that acquire's blocking wait.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <set>
+
+#include "connection.h"
+#include "dlock/spi/session_holds.h"
+
+namespace dlock::postgres {
+
+enum class WaitState {
+  none,       // no wait on this session
+  in_flight,  // a blocking acquire statement was sent; the monitor watches for its result
+  done,       // its result (or the connection's end) arrived; the acquire has not read it
+};
+
+class Session {
+ public:
+  explicit Session(std::unique_ptr<PgConn> conn) : fd(conn->socket()), conn_(std::move(conn)) {}
+
+  // The connection's socket, fixed after connect: the monitor polls it without the lock (a
+  // stale fd only costs a spurious check, which finds the session dead).
+  const int fd;
+
+  // Everything below `mu` is guarded by it. The monitor thread only try_locks it, and
+  // skips a session whose `busy` is non-zero (a caller is running a statement on it).
+  std::mutex mu;
+  std::atomic<int> busy{0};  // callers inside or waiting for a SessionUse
+  std::atomic<bool> dead{false};  // the connection ended or was closed: never reused
+  spi::SessionHolds holds;        // thread-safe on its own
+
+  PgConn* conn() noexcept { return conn_.get(); }
+  // Closes the connection (the server frees every lock of the session). REQUIRES: mu held.
+  void close_locked() noexcept {
+    conn_.reset();
+    dead.store(true);
+  }
+
+  WaitState wait_state = WaitState::none;
+  ResultPtr wait_result;       // the finished wait's result, null if the connection broke
+  std::function<void()> wake;  // the waiting acquire's wake-up
+  // When the monitor read the wait's result: the session went idle on the server just before.
+  std::chrono::steady_clock::time_point wait_answered_at;
+
+  // Pool bookkeeping, guarded by the pool's mutex (never taken while `mu` is held).
+  std::set<std::int64_t> keys;  // held or being tried here: never two holds of one key
+  bool dedicated = false;       // reserved for one acquire's blocking wait
+  int users = 0;                // callers about to run or running a statement
+
+ private:
+  std::unique_ptr<PgConn> conn_;
+};
+
+// Marks a session busy and locks it for one statement (RAII).
+class SessionUse {
+ public:
+  explicit SessionUse(Session& s) : s_(s) {
+    s_.busy.fetch_add(1);
+    s_.mu.lock();
+  }
+  ~SessionUse() {
+    s_.mu.unlock();
+    s_.busy.fetch_sub(1);
+  }
+  SessionUse(const SessionUse&) = delete;
+  SessionUse& operator=(const SessionUse&) = delete;
+
+ private:
+  Session& s_;
+};
+
+}  // namespace dlock::postgres

@@ -1,0 +1,93 @@
+// SessionPool: the backend's lock connections and the monitor thread that watches them.
+//
+// Holder sessions are multiplexed: a try goes to a session that holds nothing on its key
+// (two holds of one key on one session would both be granted: advisory locks stack). A
+// blocking wait gets a session of its own (dedicated) until it is granted or given up; a
+// granted waiter session then serves tries like any other. At most `pool` sessions.
+//
+// The monitor thread polls the socket of every session nobody is using: an idle lock
+// connection that becomes readable has been terminated (pg_terminate_backend, restart,
+// idle_session_timeout) or carries the result of a blocking wait. A dead session's holds
+// are marked lost at once (SessionHolds::mark_all_lost) and the session is never reused.
+#pragma once
+
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "options.h"
+#include "session.h"
+
+namespace dlock::postgres {
+
+class SessionPool : public std::enable_shared_from_this<SessionPool> {
+ public:
+  // `prepare_sql` runs on every new connection (PREPAREs). Starts the monitor thread.
+  SessionPool(PgOptions options, std::string prepare_sql);
+  // Stops the monitor and closes every connection (the server frees their locks).
+  ~SessionPool();
+
+  const PgOptions& options() const noexcept { return options_; }
+
+  // Opens a connection and prepares it (not counted in the pool until add()ed).
+  std::shared_ptr<Session> open_session();
+  // Adds a session opened by open_session() (e.g. the first one, at open).
+  void add(std::shared_ptr<Session> s);
+
+  // A session that does not hold `key`, with `key` reserved on it: an idle one, a new one
+  // while under the cap, else the least used. Throws unavailable when every session holds
+  // the key and the pool is full, or when a new connection fails.
+  std::shared_ptr<Session> for_try(std::int64_t key);
+  // Drops the reservation of `key` (busy try, released hold) and the caller's use.
+  void unreserve(Session& s, std::int64_t key);
+  // The caller's try on `s` ended with the key held: the reservation stays (the hold's).
+  void done_using(Session& s);
+
+  // A session dedicated to one blocking wait: an unused one or a new one; nullptr when the
+  // pool is full (the waiter then polls). Throws unavailable when a new connection fails.
+  std::shared_ptr<Session> for_wait();
+  // The wait on `s` was granted `key`: `s` becomes a holder session.
+  void wait_granted(Session& s, std::int64_t key);
+  // The wait on `s` ended without a grant: `s` returns to the pool (or leaves it if dead).
+  void wait_ended(const std::shared_ptr<Session>& s);
+
+  // `s` is dead or in doubt (REQUIRES: its mutex held by the caller, who called
+  // s.close_locked()): call after unlocking. Forgets it and marks its holds lost.
+  void forget(const std::shared_ptr<Session>& s);
+
+  // Wakes the monitor so it watches a session whose state just changed (a wait was sent).
+  void poke() noexcept;
+
+  // Hands the unlock of a hold that was dropped without release to the monitor thread.
+  void unlock_later(std::shared_ptr<Session> s, std::int64_t key, bool shared);
+
+  std::size_t size() const;
+
+ private:
+  void monitor_loop();
+  void check(const std::shared_ptr<Session>& s);
+  void run_unlocks();
+  std::shared_ptr<Session> open_counted();
+
+  const PgOptions options_;
+  const std::string prepare_sql_;
+  mutable std::mutex mu_;
+  std::vector<std::shared_ptr<Session>> sessions_;  // guarded by mu_
+  std::size_t opening_ = 0;                          // guarded by mu_
+  struct Unlock {
+    std::shared_ptr<Session> session;
+    std::int64_t key;
+    bool shared;
+  };
+  std::deque<Unlock> unlocks_;  // guarded by mu_
+  int wake_pipe_[2] = {-1, -1};
+  std::atomic<bool> stop_{false};
+  std::thread monitor_;
+};
+
+}  // namespace dlock::postgres
