@@ -80,7 +80,12 @@ spi::Attempt PgAcquisition::try_once() {
           ResultPtr r = c->wait_result(deadline, "acquire");
           if (is_error(r.get())) {
             error = translate_error(o.where, "acquire", c->raw(), r.get());
-            unlock_locked(*s, k);  // the lock may have been taken before the statement failed
+            if (c->ok() && !sqlstate_of(r.get()).starts_with("57P")) {
+              unlock_locked(*s, k);  // the lock may have been taken before the statement failed
+            } else {  // the server had ended the session (its FATAL arrived as the answer)
+              broken = true;
+              s->close_locked();
+            }
           } else {
             const AcquireRow row = parse_acquire_row(r.get());
             if (row.got && row.token) {
