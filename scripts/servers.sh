@@ -239,6 +239,15 @@ start_postgres() {
     as_postgres "$bin/initdb" -D "$d/data" -U postgres --auth=trust >"$d/initdb.log" 2>&1 ||
       { show_log postgres "$d/initdb.log"; return 1; }
   fi
+  # The postgres backend's tests need one role that must give a password (dlock_pw) and one
+  # that pg_hba rejects (dlock_rejected); everyone else is trusted (a loopback test server).
+  if ! grep -q '^# dlock tests' "$d/data/pg_hba.conf"; then
+    { echo '# dlock tests: first match wins'
+      echo 'host all dlock_pw 127.0.0.1/32 scram-sha-256'
+      echo 'host all dlock_rejected 127.0.0.1/32 reject'
+      cat "$d/data/pg_hba.conf"; } >"$d/pg_hba.new"
+    as_postgres cp "$d/pg_hba.new" "$d/data/pg_hba.conf" && rm -f "$d/pg_hba.new"
+  fi
   as_postgres "$bin/pg_ctl" -D "$d/data" -l "$d/pg.log" \
     -o "-p $port -k $d -c listen_addresses=127.0.0.1" -W start </dev/null >"$d/pg_ctl.log" 2>&1 ||
     { show_log postgres "$d/pg_ctl.log" "$d/pg.log"; return 1; }

@@ -10,7 +10,9 @@ namespace {
 
 std::atomic<KeyFunction> override_fn{nullptr};
 
-std::int64_t sha_key(std::string_view identity, int index) {
+}  // namespace
+
+std::int64_t sha256_key(std::string_view identity, int index) {
   std::string input(identity);
   if (index > 0) {
     input.push_back('\0');
@@ -25,8 +27,6 @@ std::int64_t sha_key(std::string_view identity, int index) {
   return key;
 }
 
-}  // namespace
-
 std::string key_identity(std::string_view prefix, std::string_view name) {
   std::string id;
   id.reserve(prefix.size() + 1 + name.size());
@@ -38,7 +38,7 @@ std::string key_identity(std::string_view prefix, std::string_view name) {
 
 std::int64_t advisory_key(std::string_view identity, int index) {
   if (KeyFunction f = override_fn.load(std::memory_order_acquire)) return f(identity, index);
-  return sha_key(identity, index);
+  return sha256_key(identity, index);
 }
 
 void set_key_function_for_testing(KeyFunction f) noexcept { override_fn.store(f, std::memory_order_release); }

@@ -21,6 +21,9 @@ std::string key_identity(std::string_view prefix, std::string_view name);
 // Candidate `index` (0-based) of the identity's advisory key.
 std::int64_t advisory_key(std::string_view identity, int index);
 
+// The SHA-256 candidate key itself (what advisory_key() answers without a test hook).
+std::int64_t sha256_key(std::string_view identity, int index);
+
 // Test hook: replaces advisory_key() (nullptr restores SHA-256), to force collisions.
 using KeyFunction = std::int64_t (*)(std::string_view identity, int index);
 void set_key_function_for_testing(KeyFunction f) noexcept;

@@ -1,0 +1,241 @@
+// Integration tests of advisory mode against the test server: loss detection, restarts,
+// names, clean-up of waiters, session sharing, key collisions, server-side timeouts.
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <stop_token>
+#include <thread>
+
+#include "dlock/error.h"
+#include "dlock/open.h"
+#include "keys.h"
+#include "test_server.h"
+
+namespace dlock::postgres {
+namespace {
+
+using namespace std::chrono_literals;
+using Clock = std::chrono::steady_clock;
+using test::open_tagged;
+
+long long ms_since(Clock::time_point t) {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - t).count();
+}
+
+// Polls `pred` every 5 ms for up to `limit`; returns whether it became true.
+template <class Pred>
+bool eventually(Pred pred, std::chrono::milliseconds limit) {
+  const auto end = Clock::now() + limit;
+  while (Clock::now() < end) {
+    if (pred()) return true;
+    std::this_thread::sleep_for(5ms);
+  }
+  return pred();
+}
+
+TEST(PgAdvisory, TerminatedHolderSessionFiresLostAtOnce) {
+  const auto tag = test::fresh_tag();
+  auto p = open_tagged(tag);
+  auto a = p->try_lock("victim");
+  auto b = p->try_lock("bystander");  // multiplexed on the same session: lost with it
+  ASSERT_TRUE(a && b);
+  std::this_thread::sleep_for(100ms);  // the sessions are idle and watched
+  const auto start = Clock::now();
+  ASSERT_GE(test::terminate_holders(tag), 1);
+  EXPECT_TRUE(eventually([&] { return a->lost_token().stop_requested(); }, 900ms));
+  const auto after = ms_since(start);
+  EXPECT_LT(after, 200) << "lost signal " << after << " ms after pg_terminate_backend";
+  EXPECT_TRUE(eventually([&] { return b->lost_token().stop_requested(); }, 200ms));
+  EXPECT_FALSE(a->release());
+  auto again = open_tagged(tag)->try_lock("victim");
+  EXPECT_TRUE(again);
+  EXPECT_GT(again->fencing_token(), a->fencing_token());
+}
+
+TEST(PgAdvisory, RestartWhileHoldingAndWaiting) {
+  const auto tag = test::fresh_tag();
+  auto p = open_tagged(tag);
+  auto q = open_tagged(tag);
+  auto held = p->try_lock("r");
+  ASSERT_TRUE(held);
+  const auto first_token = held->fencing_token();
+  std::optional<Lease> waited;
+  std::exception_ptr waiter_error;
+  std::thread waiter([&] {
+    try {
+      waited = q->try_lock("r", Wait::for_duration(20s));
+    } catch (...) {
+      waiter_error = std::current_exception();
+    }
+  });
+  std::this_thread::sleep_for(300ms);
+  ASSERT_EQ(test::advisory_locks_of(tag, /*granted=*/false), 1) << "the waiter is queued on the server";
+  const auto start = Clock::now();
+  test::restart_server();
+  EXPECT_TRUE(held->lost_token().stop_requested()) << "a restart must fire the lost signal";
+  (void)start;
+  waiter.join();
+  ASSERT_FALSE(waiter_error) << "the waiter retries while the server restarts";
+  ASSERT_TRUE(waited) << "the waiter gets the lock once the server is back";
+  EXPECT_GT(waited->fencing_token(), first_token) << "tokens increase across a restart";
+  EXPECT_FALSE(held->release());
+  EXPECT_TRUE(waited->release());
+}
+
+TEST(PgAdvisory, AwkwardNamesAreDistinctLocks) {
+  const auto tag = test::fresh_tag();
+  auto p = open_tagged(tag);
+  auto q = open_tagged(tag);
+  const std::vector<std::string> names = {
+      "it's", "back\\slash", "quote\"d", std::string("nul\0byte", 8), "nul",
+      "\xe2\x9c\x93 unicode \xf0\x9f\x94\x92", std::string(1024, 'x'), "'); DROP TABLE dlock_fence; --"};
+  std::vector<Lease> held;
+  for (const auto& n : names) {
+    auto l = p->try_lock(n);
+    ASSERT_TRUE(l) << "name of " << n.size() << " bytes";
+    EXPECT_FALSE(q->try_lock(n)) << "another provider got a held name";
+    held.push_back(std::move(*l));
+  }
+  try {
+    (void)p->try_lock(std::string(4096, 'y'));
+    ADD_FAILURE() << "a 4 KB name was accepted";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), ErrorCode::invalid_argument);
+  }
+  for (auto& l : held) EXPECT_TRUE(l.release());
+  EXPECT_EQ(test::advisory_locks_of(tag, true), 0);
+  EXPECT_EQ(test::admin("SELECT count(*) FROM pg_tables WHERE tablename = 'dlock_fence'")[0][0], "1");
+}
+
+TEST(PgAdvisory, TimedOutAndCancelledWaitersLeaveNothing) {
+  const auto tag = test::fresh_tag();
+  auto p = open_tagged(tag);
+  auto q = open_tagged(tag);
+  auto held = p->try_lock("w");
+  ASSERT_TRUE(held);
+  const auto start = Clock::now();
+  EXPECT_FALSE(q->try_lock("w", Wait::for_duration(300ms)));
+  EXPECT_LT(ms_since(start), 300 + 500);
+  std::stop_source stop;
+  std::thread canceller([&] {
+    std::this_thread::sleep_for(200ms);
+    stop.request_stop();
+  });
+  AcquireOptions o;
+  o.cancel = stop.get_token();
+  EXPECT_FALSE(q->try_lock("w", Wait::for_duration(10s), o));
+  canceller.join();
+  EXPECT_EQ(test::advisory_locks_of(tag, /*granted=*/false), 0) << "a waiter stayed queued";
+  EXPECT_EQ(test::advisory_locks_of(tag, /*granted=*/true), 1) << "only the holder's lock";
+  EXPECT_EQ(test::admin("SELECT count(*) FROM pg_stat_activity WHERE application_name = '" + tag +
+                        "' AND query ILIKE 'LISTEN%'")[0][0],
+            "0");
+  EXPECT_TRUE(held->release());
+  EXPECT_EQ(test::advisory_locks_of(tag, true), 0);
+}
+
+TEST(PgAdvisory, ReleaseOnTheChunkBoundaryLeavesNoStrayLock) {
+  const auto tag = test::fresh_tag();
+  auto p = open_tagged(tag, "&wait_chunk=100ms");
+  auto q = open_tagged(tag, "&wait_chunk=100ms");
+  for (int i = 0; i < 15; ++i) {
+    auto held = p->try_lock("chunk");
+    ASSERT_TRUE(held);
+    std::optional<Lease> got;
+    std::thread waiter([&] { got = q->try_lock("chunk", Wait::for_duration(2s)); });
+    std::this_thread::sleep_for(std::chrono::milliseconds(100 + 7 * i));  // around the chunk ends
+    EXPECT_TRUE(held->release());
+    waiter.join();
+    ASSERT_TRUE(got) << "iteration " << i;
+    EXPECT_GT(got->fencing_token(), held->fencing_token());
+    EXPECT_TRUE(got->release());
+    EXPECT_TRUE(eventually([&] { return test::advisory_locks_of(tag, true) == 0; }, 500ms))
+        << "a stray advisory lock after iteration " << i;
+  }
+}
+
+TEST(PgAdvisory, TwoOwnersOfOneProviderNeverShareASession) {
+  const auto tag = test::fresh_tag();
+  auto p = open_tagged(tag);
+  AcquireOptions a, b;
+  a.owner = "owner-a";
+  b.owner = "owner-b";
+  auto ra = p->try_lock_shared("s", Wait::try_once(), a);
+  ASSERT_TRUE(ra);
+  // On one session the exclusive try would succeed on top of the shared hold (stacking).
+  EXPECT_FALSE(p->try_lock("s", Wait::try_once(), b));
+  auto rb = p->try_lock_shared("s", Wait::try_once(), b);
+  ASSERT_TRUE(rb);
+  auto pids = test::admin(
+      "SELECT count(DISTINCT l.pid) FROM pg_locks l JOIN pg_stat_activity a ON a.pid = l.pid "
+      "WHERE l.locktype = 'advisory' AND l.granted AND a.application_name = '" + tag + "'");
+  EXPECT_EQ(pids[0][0], "2");
+  EXPECT_TRUE(ra->release());
+  EXPECT_FALSE(p->try_lock("s", Wait::try_once(), a)) << "b still holds it shared";
+  EXPECT_TRUE(rb->release());
+  EXPECT_TRUE(p->try_lock("s", Wait::try_once(), a));
+}
+
+// Every name's first candidate key is the same: collisions are the rule.
+std::int64_t colliding_key(std::string_view identity, int index) {
+  return index == 0 ? 0x5eed : sha256_key(identity, index);
+}
+
+TEST(PgAdvisory, ForcedCollisionNeitherExcludesNorDoubleGrants) {
+  const auto tag = test::fresh_tag();
+  auto p = open_tagged(tag);  // creates the fence table if this test runs first
+  auto q = open_tagged(tag);
+  test::admin("DELETE FROM dlock_fence WHERE key = " + std::to_string(0x5eed));
+  set_key_function_for_testing(colliding_key);
+  {
+    auto a = p->try_lock("alpha");  // owns key 0x5eed from now on
+    ASSERT_TRUE(a);
+    auto b = q->try_lock("beta");  // same first key, held by alpha: must not be refused
+    ASSERT_TRUE(b) << "a collision silently excluded another name";
+    EXPECT_FALSE(q->try_lock("alpha")) << "alpha granted twice";
+    EXPECT_FALSE(p->try_lock("beta", Wait::try_once(), AcquireOptions{.owner = "x"})) << "beta granted twice";
+    EXPECT_TRUE(a->release());
+    // alpha free: beta's key 0 is free too, but beta must still land on its own key.
+    auto b2 = p->try_lock("beta", Wait::for_duration(100ms), AcquireOptions{.owner = "y"});
+    EXPECT_FALSE(b2) << "beta granted twice after alpha left";
+    auto a2 = q->try_lock("alpha", Wait::for_duration(300ms), AcquireOptions{.owner = "z"});
+    EXPECT_TRUE(a2);
+    // A waiter of beta queued on the key alpha holds would be a silent exclusion too.
+    std::optional<Lease> b3;
+    std::thread t([&] { b3 = p->try_lock("beta", Wait::for_duration(2s), AcquireOptions{.owner = "w"}); });
+    std::this_thread::sleep_for(200ms);
+    EXPECT_TRUE(b->release());
+    t.join();
+    EXPECT_TRUE(b3) << "beta's waiter was not granted when beta was released";
+  }
+  auto owners = test::admin("SELECT encode(name, 'escape') FROM dlock_fence WHERE key = " + std::to_string(0x5eed));
+  set_key_function_for_testing(nullptr);
+  ASSERT_EQ(owners.size(), 1u);
+  EXPECT_EQ(owners[0][0], tag + ":\\000alpha");
+}
+
+TEST(PgAdvisory, ServerSideTimeoutsDoNotCutWaits) {
+  test::admin("DO $$ BEGIN CREATE ROLE dlock_st LOGIN; EXCEPTION WHEN duplicate_object THEN NULL; END $$");
+  test::admin("ALTER ROLE dlock_st SET statement_timeout = '100ms'");
+  test::admin("ALTER ROLE dlock_st SET lock_timeout = '100ms'");
+  test::admin("ALTER ROLE dlock_st SET idle_session_timeout = '150ms'");
+  const auto tag = test::fresh_tag();
+  auto holder = open_tagged(tag);
+  test::admin("GRANT ALL ON TABLE dlock_fence TO dlock_st");
+  auto waiter = dlock::open(test::uri_as("dlock_st", "prefix=" + tag + ":&application_name=" + tag +
+                                                         "&session_timeout=2s&create_tables=false"));
+  auto held = holder->try_lock("t");
+  ASSERT_TRUE(held);
+  std::optional<Lease> got;
+  std::thread t([&] { got = waiter->try_lock("t", Wait::for_duration(3s)); });
+  std::this_thread::sleep_for(700ms);
+  EXPECT_TRUE(held->release());
+  t.join();
+  ASSERT_TRUE(got) << "the role's statement_timeout/lock_timeout cut the wait";
+  std::this_thread::sleep_for(600ms);  // > the role's idle_session_timeout
+  EXPECT_TRUE(got->held()) << "the role's idle_session_timeout ended the session";
+  EXPECT_TRUE(got->release());
+}
+
+}  // namespace
+}  // namespace dlock::postgres

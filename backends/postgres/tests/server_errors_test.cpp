@@ -1,0 +1,96 @@
+// Integration tests of what a user gets wrong or what the server refuses: passwords,
+// databases, pg_hba, closed ports, an unimplemented mode. Clear codes, no password printed.
+#include <gtest/gtest.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <string>
+
+#include "dlock/error.h"
+#include "dlock/open.h"
+#include "test_server.h"
+
+namespace dlock::postgres {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+// Opens `uri` and takes a lock; returns the error it threw (fails the test if none).
+Error failure_of(const std::string& uri) {
+  try {
+    auto p = dlock::open(uri);
+    (void)p->try_lock("x");
+  } catch (const Error& e) {
+    return e;
+  }
+  ADD_FAILURE() << uri << " worked";
+  return Error(ErrorCode::internal, "no error");
+}
+
+void make_password_role() {
+  test::admin(
+      "DO $$ BEGIN CREATE ROLE dlock_pw LOGIN PASSWORD 'right-pw'; "
+      "EXCEPTION WHEN duplicate_object THEN NULL; END $$");
+  test::admin("ALTER ROLE dlock_pw PASSWORD 'right-pw'");
+  (void)dlock::open(test::uri_as("", "application_name=setup"));  // creates the fence table
+  test::admin("GRANT ALL ON TABLE dlock_fence TO dlock_pw");
+}
+
+TEST(PgErrors, WrongPasswordIsInvalidArgumentWithoutThePassword) {
+  make_password_role();
+  for (const auto& uri : {test::uri_as("dlock_pw:wrong-pw", "create_tables=false"),
+                          test::uri_as("dlock_pw", "password=wrong-pw&create_tables=false")}) {
+    const Error e = failure_of(uri);
+    EXPECT_EQ(e.code(), ErrorCode::invalid_argument) << e.what();
+    EXPECT_NE(e.message().find("authentication failed"), std::string::npos) << e.what();
+    EXPECT_EQ(e.message().find("wrong-pw"), std::string::npos) << e.what();
+  }
+  auto p = dlock::open(test::uri_as("dlock_pw:right-pw", "create_tables=false"));
+  EXPECT_EQ(p->uri().find("right-pw"), std::string::npos) << p->uri();
+  auto l = p->try_lock("pw-works");
+  ASSERT_TRUE(l);
+  EXPECT_TRUE(l->release());
+  auto q = dlock::open(test::uri_as("dlock_pw", "password=right-pw&create_tables=false"));
+  EXPECT_EQ(q->uri().find("right-pw"), std::string::npos) << q->uri();
+}
+
+TEST(PgErrors, UnknownDatabaseIsInvalidArgument) {
+  std::string uri = test::uri_as("", "");
+  uri = uri.substr(0, uri.rfind('/')) + "/no_such_db_here";
+  const Error e = failure_of(uri);
+  EXPECT_EQ(e.code(), ErrorCode::invalid_argument) << e.what();
+  EXPECT_NE(e.message().find("does not exist"), std::string::npos) << e.what();
+}
+
+TEST(PgErrors, PgHbaRejectIsInvalidArgument) {
+  test::admin("DO $$ BEGIN CREATE ROLE dlock_rejected LOGIN; EXCEPTION WHEN duplicate_object THEN NULL; END $$");
+  const Error e = failure_of(test::uri_as("dlock_rejected", ""));
+  EXPECT_EQ(e.code(), ErrorCode::invalid_argument) << e.what();
+  EXPECT_NE(e.message().find("pg_hba"), std::string::npos) << e.what();
+}
+
+TEST(PgErrors, ClosedPortIsUnavailableWithinTheConnectTimeout) {
+  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t len = sizeof addr;
+  ::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr);
+  ::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len);
+  ::close(fd);
+  const auto start = Clock::now();
+  const Error e = failure_of("postgres://postgres@127.0.0.1:" + std::to_string(ntohs(addr.sin_port)) +
+                             "/postgres?connect_timeout=500ms");
+  EXPECT_EQ(e.code(), ErrorCode::unavailable) << e.what();
+  EXPECT_LT(std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - start).count(), 1000);
+}
+
+TEST(PgErrors, LeaseModeIsNotImplementedYet) {
+  const Error e = failure_of(test::uri_as("", "mode=lease"));
+  EXPECT_EQ(e.code(), ErrorCode::unsupported) << e.what();
+}
+
+}  // namespace
+}  // namespace dlock::postgres

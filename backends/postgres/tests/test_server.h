@@ -1,0 +1,40 @@
+// The integration tests' PostgreSQL: DLOCK_TEST_POSTGRES_URI (scripts/servers.sh start
+// postgres). Unset, the tests fail (never skip).
+#pragma once
+
+#include <libpq-fe.h>
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "dlock/provider.h"
+
+namespace dlock::postgres::test {
+
+// The server's URI, e.g. postgres://postgres@127.0.0.1:15432/postgres. Throws if unset.
+std::string base_uri();
+// host:port/db of the base URI with `user[:password]@` replaced (empty: as in the base).
+std::string uri_as(const std::string& userinfo, const std::string& query);
+
+// A fresh tag "pgt-<pid>-<n>": each test's prefix and application_name.
+std::string fresh_tag();
+
+// A provider for `tag`: prefix=<tag>:, application_name=<tag>, session_timeout=1s,
+// connect/command timeouts 500ms, plus `extra` ("&k=v…").
+std::shared_ptr<ILockProvider> open_tagged(const std::string& tag, const std::string& extra = "");
+
+// Runs `sql` as the base URI's user (superuser on the test server) on a new connection.
+// Returns the rows as text (NULL as "<null>"). Throws std::runtime_error on failure.
+std::vector<std::vector<std::string>> admin(const std::string& sql);
+
+// Advisory locks (granted and waiting) held by sessions named `tag`.
+int advisory_locks_of(const std::string& tag, bool granted);
+
+// Terminates every session named `tag` holding an advisory lock; returns how many.
+int terminate_holders(const std::string& tag);
+
+// Restarts the server through $DLOCK_SERVERS_SCRIPT (blocks until it answers).
+void restart_server();
+
+}  // namespace dlock::postgres::test
