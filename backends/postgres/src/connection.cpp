@@ -15,7 +15,16 @@ using std::chrono::ceil;
 using std::chrono::milliseconds;
 using std::chrono::seconds;
 
-void ignore_notice(void*, const char*) {}  // pg_advisory_unlock's WARNING on an unheld key
+// Notices are dropped (pg_advisory_unlock's WARNING on an unheld key), except that an
+// ERROR or FATAL arriving while the connection is idle is libpq's way of delivering the
+// server's last words (pg_terminate_backend, shutdown, idle_session_timeout): the socket
+// closes only when the server process has exited, tens of milliseconds later.
+void on_notice(void* arg, const PGresult* r) {
+  const char* severity = PQresultErrorField(r, PG_DIAG_SEVERITY_NONLOCALIZED);
+  if (severity != nullptr && (std::strcmp(severity, "FATAL") == 0 || std::strcmp(severity, "PANIC") == 0)) {
+    *static_cast<bool*>(arg) = true;
+  }
+}
 
 long long secs_up(milliseconds d) { return std::max<long long>(1, ceil<seconds>(d).count()); }
 
@@ -43,7 +52,7 @@ std::string session_settings(const PgOptions& o) {
 }
 
 PgConn::PgConn(PGconn* conn, std::string where) : conn_(conn), where_(std::move(where)) {
-  PQsetNoticeProcessor(conn_, ignore_notice, nullptr);
+  PQsetNoticeReceiver(conn_, on_notice, &fatal_seen_);
 }
 
 PgConn::~PgConn() { PQfinish(conn_); }
@@ -174,7 +183,8 @@ void PgConn::exec_simple(const std::string& sql, std::string_view doing, Clock::
 
 bool PgConn::poll_input() noexcept {
   if (!PQconsumeInput(conn_)) return false;
-  return PQstatus(conn_) == CONNECTION_OK;
+  (void)PQisBusy(conn_);  // parses what arrived: an idle connection's FATAL reaches on_notice
+  return PQstatus(conn_) == CONNECTION_OK && !fatal_seen_;
 }
 
 bool PgConn::cancel() noexcept {

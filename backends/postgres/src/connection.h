@@ -38,7 +38,7 @@ class PgConn {
 
   PGconn* raw() const noexcept { return conn_; }
   int socket() const noexcept { return PQsocket(conn_); }
-  bool ok() const noexcept { return PQstatus(conn_) == CONNECTION_OK; }
+  bool ok() const noexcept { return PQstatus(conn_) == CONNECTION_OK && !fatal_seen_; }
   int server_version() const noexcept { return PQserverVersion(conn_); }
   bool in_flight() const noexcept { return in_flight_; }
   const std::string& where() const noexcept { return where_; }
@@ -64,7 +64,7 @@ class PgConn {
   ResultPtr wait_result(Clock::time_point deadline, std::string_view doing);
 
   // For a socket found readable: reads what arrived without blocking. Returns false if the
-  // connection broke (EOF, reset, the server's FATAL before closing).
+  // connection broke (EOF, reset) or the server announced its end (a FATAL while idle).
   bool poll_input() noexcept;
   // True once the statement in flight has its full result (after poll_input()).
   bool result_ready() const noexcept { return in_flight_ && !PQisBusy(conn_); }
@@ -83,6 +83,7 @@ class PgConn {
   PGconn* conn_;
   std::string where_;
   bool in_flight_ = false;
+  bool fatal_seen_ = false;  // the server announced the session's end (see on_notice)
 };
 
 }  // namespace dlock::postgres

@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <chrono>
+#include <iostream>
 #include <stop_token>
 #include <thread>
 
@@ -40,11 +41,12 @@ TEST(PgAdvisory, TerminatedHolderSessionFiresLostAtOnce) {
   auto b = p->try_lock("bystander");  // multiplexed on the same session: lost with it
   ASSERT_TRUE(a && b);
   std::this_thread::sleep_for(100ms);  // the sessions are idle and watched
-  const auto start = Clock::now();
   ASSERT_GE(test::terminate_holders(tag), 1);
+  const auto start = Clock::now();
   EXPECT_TRUE(eventually([&] { return a->lost_token().stop_requested(); }, 900ms));
   const auto after = ms_since(start);
-  EXPECT_LT(after, 200) << "lost signal " << after << " ms after pg_terminate_backend";
+  std::cout << "[postgres] lost signal " << after << " ms after pg_terminate_backend returned\n";
+  EXPECT_LT(after, 100) << "lost signal " << after << " ms after pg_terminate_backend";
   EXPECT_TRUE(eventually([&] { return b->lost_token().stop_requested(); }, 200ms));
   EXPECT_FALSE(a->release());
   auto again = open_tagged(tag)->try_lock("victim");
