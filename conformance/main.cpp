@@ -53,7 +53,9 @@ TEST(Registration, EveryCompiledBackendIsRegistered) {
   }
   for (const auto& ctx : dc::registered_contexts()) {
     const auto compiled = dc::compiled_backends();
-    EXPECT_NE(std::find(compiled.begin(), compiled.end(), ctx.backend), compiled.end())
+    // A second column of one backend ("postgres_lease": another mode) counts as that backend.
+    const std::string base = ctx.backend.substr(0, ctx.backend.find('_'));
+    EXPECT_NE(std::find(compiled.begin(), compiled.end(), base), compiled.end())
         << "conformance registers '" << ctx.backend << "' but it is not compiled in";
   }
 }

@@ -1,10 +1,12 @@
 // postgres://: the test server named by DLOCK_TEST_POSTGRES_URI (scripts/servers.sh start
-// postgres), advisory mode.
+// postgres), in two columns: `postgres` (advisory mode) and `postgres_lease` (mode=lease).
 //
-// Each case gets its own key prefix and application_name "conf-<pid>-<n>". The saboteur
-// terminates (pg_terminate_backend) the sessions of that application_name that hold the
-// name's advisory key; the residue is every advisory lock, granted or awaited, held by a
-// session of that application_name. The server is restarted through $DLOCK_SERVERS_SCRIPT.
+// Each case gets its own key prefix and application_name "conf-<pid>-<n>". Advisory: the
+// saboteur terminates (pg_terminate_backend) the sessions of that application_name that hold
+// the name's advisory key; the residue is every advisory lock, granted or awaited, held by a
+// session of that application_name. Lease: the saboteur clears the name's row (keeping its
+// token); the residue is every row of the prefix with a live owner or reader. The server is
+// restarted through $DLOCK_SERVERS_SCRIPT.
 #include <libpq-fe.h>
 #include <openssl/sha.h>
 #include <unistd.h>
@@ -50,7 +52,7 @@ struct ResultDeleter {
 
 class PostgresEnv final : public BackendEnv {
  public:
-  PostgresEnv() : base_(Uri::parse(base_uri())), raw_base_(base_uri()) {
+  explicit PostgresEnv(bool lease) : lease_(lease), base_(Uri::parse(base_uri())), raw_base_(base_uri()) {
     if (base_.hosts.empty()) throw std::runtime_error("DLOCK_TEST_POSTGRES_URI has no host");
     static std::atomic<int> counter{0};
     tag_ = "conf-" + std::to_string(::getpid()) + "-" + std::to_string(counter++);
@@ -63,12 +65,18 @@ class PostgresEnv final : public BackendEnv {
     }
     u += base_.hosts[0].host + ":" + std::to_string(options.via_port ? *options.via_port : port());
     u += base_.path;
-    u += "?prefix=" + tag_ + ":&application_name=" + tag_ +
-         "&session_timeout=1s&wait_chunk=2s&connect_timeout=500ms&command_timeout=500ms";
+    u += "?prefix=" + tag_ + ":&application_name=" + tag_ + "&connect_timeout=500ms&command_timeout=500ms";
+    u += lease_ ? "&mode=lease&lease=1s" : "&session_timeout=1s&wait_chunk=2s";
     return u;
   }
 
   void sabotage(std::string_view name) override {
+    if (lease_) {
+      auto r = query("WITH u AS (UPDATE dlock_lease SET owner = NULL, expires_at = NULL, readers = '{}' WHERE name = decode('" +
+                     hex(tag_ + ":" + std::string(1, '\0') + std::string(name)) + "', 'hex') RETURNING 1) SELECT count(*) FROM u");
+      if (std::atoi(PQgetvalue(r.get(), 0, 0)) == 0) throw std::runtime_error("postgres saboteur: no row for that name");
+      return;
+    }
     const long long key = advisory_key(tag_ + ":", name);
     auto r = query(
         "SELECT count(pg_terminate_backend(a.pid)) FROM pg_locks l JOIN pg_stat_activity a ON "
@@ -81,6 +89,14 @@ class PostgresEnv final : public BackendEnv {
   }
 
   std::vector<std::string> residue() const override {
+    if (lease_) {
+      auto r = query("SELECT encode(name, 'escape') FROM dlock_lease WHERE position(decode('" + hex(tag_ + ":") +
+                     "', 'hex') IN name) = 1 AND (expires_at > clock_timestamp() OR EXISTS (SELECT 1 FROM "
+                     "jsonb_each_text(readers) x WHERE x.value::timestamptz > clock_timestamp()))");
+      std::vector<std::string> out;
+      for (int i = 0; i < PQntuples(r.get()); ++i) out.push_back(std::string("live lease row ") + PQgetvalue(r.get(), i, 0));
+      return out;
+    }
     auto r = query(
         "SELECT a.pid, l.mode, l.granted, l.objid FROM pg_locks l JOIN pg_stat_activity a ON "
         "a.pid = l.pid WHERE l.locktype = 'advisory' AND a.application_name = '" + tag_ + "'");
@@ -104,6 +120,16 @@ class PostgresEnv final : public BackendEnv {
   }
 
  private:
+  static std::string hex(const std::string& bytes) {
+    static const char d[] = "0123456789abcdef";
+    std::string out;
+    for (unsigned char c : bytes) {
+      out.push_back(d[c >> 4]);
+      out.push_back(d[c & 15]);
+    }
+    return out;
+  }
+
   std::uint16_t port() const { return base_.hosts[0].port ? base_.hosts[0].port : 5432; }
 
   std::unique_ptr<PGresult, ResultDeleter> query(const std::string& sql) const {
@@ -118,6 +144,7 @@ class PostgresEnv final : public BackendEnv {
     return r;
   }
 
+  bool lease_;
   Uri base_;
   std::string raw_base_;
   std::string tag_;
@@ -151,11 +178,23 @@ BackendContext make() {
     return "postgres://postgres@127.0.0.1:" + std::to_string(port) +
            "/postgres?connect_timeout=500ms&command_timeout=500ms";
   };
-  c.make_env = [] { return std::make_unique<PostgresEnv>(); };
+  c.make_env = [] { return std::make_unique<PostgresEnv>(false); };
+  return c;
+}
+
+// mode=lease: lease rows on the server clock; no session, so no server-side queue (not fair).
+BackendContext make_lease() {
+  BackendContext c = make();
+  c.backend = "postgres_lease";
+  c.claims.fair = false;
+  c.claims.liveness = Liveness::lease;
+  c.claims.session_is_connection = false;
+  c.make_env = [] { return std::make_unique<PostgresEnv>(true); };
   return c;
 }
 
 const Registrar registrar(&make);
+const Registrar lease_registrar(&make_lease);
 
 }  // namespace
 }  // namespace dlock::conformance

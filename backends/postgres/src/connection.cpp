@@ -62,7 +62,7 @@ std::unique_ptr<PgConn> PgConn::open(const PgOptions& o, const std::string& appl
   std::vector<std::pair<std::string, std::string>> kv = o.conninfo;
   const milliseconds s = o.session_timeout;
   kv.emplace_back("application_name", application_name);
-  kv.emplace_back("options", session_settings(o));
+  if (o.mode == Mode::advisory) kv.emplace_back("options", session_settings(o));
   kv.emplace_back("connect_timeout", std::to_string(std::max<long long>(2, secs_up(o.connect_timeout))));
   // The client notices a dead server too (the core's probes are the fallback).
   kv.emplace_back("keepalives", "1");
@@ -158,6 +158,52 @@ void PgConn::send_prepared(const char* name, std::int64_t key, const std::string
     throw translate_error(where_, doing, conn_, nullptr);
   }
   in_flight_ = true;
+}
+
+void PgConn::send_params(const std::string& sql, const std::vector<std::string>& params,
+                         std::string_view doing, Clock::time_point deadline) {
+  drain(deadline, doing);
+  std::vector<const char*> values;
+  for (const auto& p : params) values.push_back(p.c_str());
+  if (!PQsendQueryParams(conn_, sql.c_str(), static_cast<int>(values.size()), nullptr, values.data(),
+                         nullptr, nullptr, 0)) {
+    throw translate_error(where_, doing, conn_, nullptr);
+  }
+  in_flight_ = true;
+}
+
+void PgConn::send_simple(const std::string& sql, std::string_view doing, Clock::time_point deadline) {
+  drain(deadline, doing);
+  if (!PQsendQuery(conn_, sql.c_str())) throw translate_error(where_, doing, conn_, nullptr);
+  in_flight_ = true;
+}
+
+std::vector<ResultPtr> PgConn::wait_results(Clock::time_point deadline, std::string_view doing) {
+  while (PQisBusy(conn_)) {
+    if (PQstatus(conn_) != CONNECTION_OK) break;
+    wait_socket(POLLIN, deadline, doing);
+    if (!PQconsumeInput(conn_)) {
+      in_flight_ = false;
+      throw translate_error(where_, doing, conn_, nullptr);
+    }
+  }
+  std::vector<ResultPtr> all;
+  while (true) {
+    // Between the results of a multi-statement query libpq may need more input.
+    while (PQisBusy(conn_)) {
+      wait_socket(POLLIN, deadline, doing);
+      if (!PQconsumeInput(conn_)) {
+        in_flight_ = false;
+        throw translate_error(where_, doing, conn_, nullptr);
+      }
+    }
+    PGresult* r = PQgetResult(conn_);
+    if (r == nullptr) break;
+    all.emplace_back(r);
+  }
+  in_flight_ = false;
+  if (PQstatus(conn_) != CONNECTION_OK) throw translate_error(where_, doing, conn_, nullptr);
+  return all;
 }
 
 void PgConn::send_ping(std::string_view doing, Clock::time_point deadline) {

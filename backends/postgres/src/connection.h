@@ -8,6 +8,7 @@
 #include <memory>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include <libpq-fe.h>
 
@@ -29,7 +30,8 @@ class PgConn {
   using Clock = std::chrono::steady_clock;
 
   // Connects within o.connect_timeout (several hosts are tried in turn, as libpq does) and
-  // applies session_settings(). `application_name` names the connection in pg_stat_activity.
+  // applies session_settings() in advisory mode (lease mode sends no startup options, which
+  // a pooler such as PgBouncer would refuse). `application_name` names the connection in pg_stat_activity.
   // Throws Error (errors.h) naming `where`, never the password.
   static std::unique_ptr<PgConn> open(const PgOptions& o, const std::string& application_name);
   ~PgConn();
@@ -55,6 +57,14 @@ class PgConn {
   // earlier timeout first (up to `deadline`).
   void send_prepared(const char* name, std::int64_t key, const std::string* identity,
                      std::string_view doing, Clock::time_point deadline);
+  // Sends `sql` as an unnamed statement with text parameters $1.. (lease mode: no prepared
+  // statements, so a transaction pooler can carry it).
+  void send_params(const std::string& sql, const std::vector<std::string>& params,
+                   std::string_view doing, Clock::time_point deadline);
+  // Sends `sql` on the simple protocol (several statements: one result each).
+  void send_simple(const std::string& sql, std::string_view doing, Clock::time_point deadline);
+  // Waits for the statement in flight and returns every result it produced.
+  std::vector<ResultPtr> wait_results(Clock::time_point deadline, std::string_view doing);
   // Sends an empty query: a liveness probe.
   void send_ping(std::string_view doing, Clock::time_point deadline);
 

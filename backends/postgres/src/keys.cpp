@@ -27,6 +27,23 @@ std::int64_t sha256_key(std::string_view identity, int index) {
   return key;
 }
 
+std::string to_hex(std::string_view bytes) {
+  static const char digits[] = "0123456789abcdef";
+  std::string out;
+  out.reserve(bytes.size() * 2);
+  for (unsigned char c : bytes) {
+    out.push_back(digits[c >> 4]);
+    out.push_back(digits[c & 15]);
+  }
+  return out;
+}
+
+std::string digest_hex16(std::string_view identity) {
+  unsigned char digest[SHA256_DIGEST_LENGTH];
+  SHA256(reinterpret_cast<const unsigned char*>(identity.data()), identity.size(), digest);
+  return to_hex(std::string_view(reinterpret_cast<const char*>(digest), 8));
+}
+
 std::string key_identity(std::string_view prefix, std::string_view name) {
   std::string id;
   id.reserve(prefix.size() + 1 + name.size());

@@ -24,6 +24,12 @@ std::int64_t advisory_key(std::string_view identity, int index);
 // The SHA-256 candidate key itself (what advisory_key() answers without a test hook).
 std::int64_t sha256_key(std::string_view identity, int index);
 
+// The first 16 hex digits of SHA-256(identity): lease mode's wake-up payload for a name.
+std::string digest_hex16(std::string_view identity);
+
+// Lower-case hex of arbitrary bytes.
+std::string to_hex(std::string_view bytes);
+
 // Test hook: replaces advisory_key() (nullptr restores SHA-256), to force collisions.
 using KeyFunction = std::int64_t (*)(std::string_view identity, int index);
 void set_key_function_for_testing(KeyFunction f) noexcept;

@@ -37,9 +37,6 @@ PgHeldLock::~PgHeldLock() {
 }
 
 PgBackend::PgBackend(PgOptions options) {
-  if (options.mode == Mode::lease) {
-    throw Error(ErrorCode::unsupported, options.where + ": mode=lease is not implemented yet");
-  }
   caps_.reentrant = true;
   caps_.read_write = true;
   caps_.fair = true;

@@ -3,14 +3,18 @@
 #include "dlock/spi/backend_provider.h"
 #include "dlock/uri.h"
 #include "options.h"
+#include "lease_backend.h"
 #include "pg_backend.h"
 
 namespace dlock::postgres {
 namespace {
 
 std::shared_ptr<ILockProvider> open_postgres(const Uri& uri) {
-  auto backend = std::make_shared<PgBackend>(parse_options(uri));
-  return spi::make_provider(std::move(backend), uri.redacted());
+  PgOptions options = parse_options(uri);
+  if (options.mode == Mode::lease) {
+    return spi::make_provider(std::make_shared<LeaseBackend>(std::move(options)), uri.redacted());
+  }
+  return spi::make_provider(std::make_shared<PgBackend>(std::move(options)), uri.redacted());
 }
 
 const bool registered = [] {

@@ -1,5 +1,5 @@
 // Integration tests of what a user gets wrong or what the server refuses: passwords,
-// databases, pg_hba, closed ports, an unimplemented mode. Clear codes, no password printed.
+// databases, pg_hba, closed ports. Clear codes, no password printed.
 #include <gtest/gtest.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
@@ -85,11 +85,6 @@ TEST(PgErrors, ClosedPortIsUnavailableWithinTheConnectTimeout) {
                              "/postgres?connect_timeout=500ms");
   EXPECT_EQ(e.code(), ErrorCode::unavailable) << e.what();
   EXPECT_LT(std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - start).count(), 1000);
-}
-
-TEST(PgErrors, LeaseModeIsNotImplementedYet) {
-  const Error e = failure_of(test::uri_as("", "mode=lease"));
-  EXPECT_EQ(e.code(), ErrorCode::unsupported) << e.what();
 }
 
 }  // namespace
