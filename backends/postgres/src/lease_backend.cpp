@@ -141,6 +141,12 @@ std::unique_ptr<PgConn> LeaseBackend::take() {
   }
 }
 
+void LeaseBackend::drop_idle() {
+  std::lock_guard lock(mu_);
+  open_ -= idle_.size();
+  idle_.clear();
+}
+
 void LeaseBackend::give(std::unique_ptr<PgConn> conn) {
   std::lock_guard lock(mu_);
   if (conn && conn->ok() && !conn->in_flight()) {
@@ -162,13 +168,22 @@ ResultPtr LeaseBackend::run(const std::string& sql, const std::vector<std::strin
       ResultPtr r = conn->wait_result(start + options_.command_timeout, doing);
       if (PQresultStatus(r.get()) != PGRES_TUPLES_OK && PQresultStatus(r.get()) != PGRES_COMMAND_OK) {
         Error e = translate_error(options_.where, doing, conn->raw(), r.get());
+        // The server ended this pooled connection while it sat idle (a restart, an admin):
+        // its FATAL is the answer. Drop it and retry once on a fresh one.
+        const bool ended = !conn->ok() || sqlstate_of(r.get()).starts_with("57P");
+        if (ended) {
+          conn.reset();
+          drop_idle();  // they were opened before the same restart, most likely
+        }
         give(std::move(conn));
+        if (ended && tries == 0) continue;
         throw e;
       }
       give(std::move(conn));
       return r;
     } catch (const Error& e) {
       const bool broken = conn && !conn->ok();
+      if (broken) drop_idle();
       if (conn) give(std::move(conn));
       // A pooled connection the server had closed: one retry on a fresh one (every
       // statement here is safe to repeat: conditional on the server clock and the owner).

@@ -57,6 +57,7 @@ class LeaseBackend : public spi::Backend, public std::enable_shared_from_this<Le
  private:
   std::unique_ptr<PgConn> take();
   void give(std::unique_ptr<PgConn> conn);
+  void drop_idle();
 
   const PgOptions options_;
   const LeaseSql sql_;
