@@ -6,6 +6,9 @@ Floor make_floor(const dlock::Uri& uri) {
   if (uri.scheme == "redis") return make_redis_floor(uri);
   if (uri.scheme == "file") return make_file_floor(uri);
   if (uri.scheme == "mem") return make_mem_floor();
+#ifndef DLOCK_BENCH_NO_POSTGRES
+  if (uri.scheme == "postgres" || uri.scheme == "postgresql") return make_postgres_floor(uri);
+#endif
   return {};
 }
 

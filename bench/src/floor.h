@@ -28,5 +28,6 @@ Floor make_floor(const dlock::Uri& uri);
 Floor make_redis_floor(const dlock::Uri& uri);
 Floor make_file_floor(const dlock::Uri& uri);
 Floor make_mem_floor();
+Floor make_postgres_floor(const dlock::Uri& uri);
 
 }  // namespace dlock_bench

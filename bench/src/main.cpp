@@ -17,6 +17,7 @@
 #include "floor_file_handoff.h"
 #include "loop.h"
 #include "peers.h"
+#include "postgres_extra.h"
 #include "report.h"
 #include "sections.h"
 #include "settle.h"
@@ -84,6 +85,11 @@ int run(const Settings& s) {
     if (handoff_floor) {
       section(report, "b", "hand-off versus floor", [&] { add_handoff_floor_ratios(*handoff_floor, report); });
     }
+#ifndef DLOCK_BENCH_NO_POSTGRES
+    if (uri.scheme == "postgres" || uri.scheme == "postgresql") {
+      section(report, "b", "postgres native hand-off floor and peers", [&] { run_postgres_extra(uri, s, report); });
+    }
+#endif
   }
   if (wants('c')) section(report, "c", "re-entry", [&] { run_reentry(*provider, s, report); });
   provider.reset();  // (d) counts server commands: nothing else of ours may talk meanwhile
