@@ -40,7 +40,6 @@ class Report {
   bool has_errors() const noexcept { return !errors_.empty(); }
   const std::vector<Row>& rows() const noexcept { return rows_; }
   bool has_misses() const noexcept;
-  const std::vector<Row>& rows() const noexcept { return rows_; }
 
   void print_markdown(std::ostream& out) const;
   void write_json(std::ostream& out) const;
