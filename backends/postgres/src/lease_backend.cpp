@@ -10,6 +10,14 @@ namespace {
 
 using Clock = spi::HeldLock::Clock;
 
+// The row's lease on the server clock: the asked lease plus the drift allowance (1 % + 2 ms).
+// The holder's own estimate ends that much before the asked lease, so between the two a
+// server clock running up to 1 % fast (a slewing NTP) still never grants a lock to another
+// before its holder's lease ran out by the holder's clock.
+std::chrono::milliseconds server_lease(std::chrono::milliseconds lease) {
+  return lease + lease / 100 + std::chrono::milliseconds(2);
+}
+
 std::string bytea_param(std::string_view bytes) { return "\\x" + to_hex(bytes); }
 
 std::optional<long long> int_field(const PGresult* r, int col) {
@@ -41,7 +49,7 @@ class LeaseAcquisition : public spi::Acquisition {
     const bool shared = r_.mode == LockMode::shared;
     const std::string owner = shared ? to_hex(r_.owner_key) : bytea_param(r_.owner_key);
     Clock::time_point sent;
-    std::vector<std::string> params = {bytea_param(identity_), owner, std::to_string(lease.count())};
+    std::vector<std::string> params = {bytea_param(identity_), owner, std::to_string(server_lease(lease).count())};
     if (!shared) params.push_back(r_.will_wait ? "true" : "false");
     ResultPtr res = b_.run(shared ? b_.sql().acquire_s : b_.sql().acquire_x, params, "acquire", &sent);
     if (PQnfields(res.get()) != 3) throw Error(ErrorCode::internal, "postgres: unexpected acquire answer");
@@ -200,6 +208,10 @@ std::unique_ptr<spi::Acquisition> LeaseBackend::begin_acquire(const spi::Attempt
 
 bool LeaseBackend::release(spi::HeldLock& lock) {
   auto& hold = static_cast<LeaseHeldLock&>(lock);
+  // A hold the core gave up (its lease about to run out unrenewed, or found gone) is left to
+  // expire on the server: freeing it now would grant it to another before the lease the
+  // holder was given has run out.
+  if (lock.lost()) return false;
   const bool shared = lock.mode() == LockMode::shared;
   ResultPtr r = run(shared ? sql_.release_s : sql_.release_x,
                     {bytea_param(hold.identity()),
@@ -218,7 +230,8 @@ void LeaseBackend::extend_many(std::span<spi::HeldLock* const> locks, std::chron
       const auto& hold = static_cast<const LeaseHeldLock&>(*locks[i]);
       const auto name = to_hex(hold.identity());
       const auto owner = to_hex(hold.owner_key());
-      sql += (hold.mode() == LockMode::shared ? sql_.renew_s(name, owner, lease) : sql_.renew_x(name, owner, lease)) + ";";
+      const auto on_server = server_lease(lease);
+      sql += (hold.mode() == LockMode::shared ? sql_.renew_s(name, owner, on_server) : sql_.renew_x(name, owner, on_server)) + ";";
     }
     std::unique_ptr<PgConn> conn;
     try {

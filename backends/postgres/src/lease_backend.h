@@ -38,6 +38,8 @@ class LeaseBackend : public spi::Backend, public std::enable_shared_from_this<Le
   const Capabilities& capabilities() const noexcept override { return caps_; }
   std::unique_ptr<spi::Acquisition> begin_acquire(const spi::AttemptRequest& request,
                                                   std::function<void()> wake) override;
+  // Owner-checked release (1 round trip + commit), with a NOTIFY for the name's waiters.
+  // A hold already marked lost is left to expire (false, nothing sent).
   bool release(spi::HeldLock& lock) override;
   // One multi-statement round trip per batch: an owner-checked UPDATE per lock.
   void extend_many(std::span<spi::HeldLock* const> locks, std::chrono::milliseconds lease,
