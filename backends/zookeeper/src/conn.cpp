@@ -1,10 +1,12 @@
 #include "conn.h"
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 
 #include "dlock/error.h"
 #include "errors.h"
+#include "testing.h"
 
 namespace dlock::zookeeper {
 namespace {
@@ -81,6 +83,10 @@ void on_stat(int rc, const Stat* stat, const void* data) {
 
 void on_auth(int, const void*) {}
 
+// testing.h: every Conn that ever connected, until it is destroyed.
+std::mutex g_live_mu;
+std::map<const Conn*, std::pair<std::string, testing::LiveSession>> g_live;  // root, session
+
 struct WatchCtx {
   Conn* conn;
   std::string path;
@@ -105,7 +111,11 @@ void on_watch_set(int rc, const char*, int, const Stat*, const void* data) {
 }  // namespace
 
 Conn::Conn(const ZkOptions& o, std::uint64_t generation)
-    : generation_(generation), authenticated_(!o.user.empty()), where_(o.where) {
+    : generation_(generation),
+      authenticated_(!o.user.empty()),
+      hosts_(o.hosts),
+      root_(o.root()),
+      where_(o.where) {
   const int timeout_ms = static_cast<int>(o.session_timeout.count());
   errno = 0;
   zh_ = zookeeper_init2(o.hosts.c_str(), &Conn::global_watcher, timeout_ms, nullptr, this, 0, &drop_log);
@@ -125,7 +135,35 @@ Conn::Conn(const ZkOptions& o, std::uint64_t generation)
 }
 
 Conn::~Conn() {
+  {
+    std::lock_guard lk(g_live_mu);
+    g_live.erase(this);
+  }
   if (zh_ != nullptr) zookeeper_close(zh_);
+}
+
+void Conn::register_live(zhandle_t* zh) noexcept {
+  try {
+    const clientid_t* id = zoo_client_id(zh);
+    testing::LiveSession s;
+    s.hosts = hosts_;
+    s.id = id->client_id;
+    std::copy(std::begin(id->passwd), std::end(id->passwd), s.password.begin());
+    std::lock_guard lk(g_live_mu);
+    g_live[this] = {root_, s};
+  } catch (...) {
+  }
+}
+
+std::vector<testing::LiveSession> testing::sessions_under(const std::string& root) {
+  std::vector<LiveSession> out;
+  std::lock_guard lk(g_live_mu);
+  for (const auto& [conn, entry] : g_live) {
+    if (entry.first != root) continue;
+    out.push_back(entry.second);
+    out.back().dead = conn->dead();
+  }
+  return out;
 }
 
 std::shared_ptr<Conn> make_conn(const ZkOptions& options, std::uint64_t generation) {
@@ -260,7 +298,9 @@ void Conn::global_watcher(zhandle_t* zh, int type, int state, const char*, void*
   if (type != ZOO_SESSION_EVENT) return;
   auto* self = static_cast<Conn*>(ctx);
   if (state == ZOO_CONNECTED_STATE) {
+    // `zh`, not zh_: the first CONNECTED may arrive before zookeeper_init2 has returned.
     self->negotiated_ms_ = zoo_recv_timeout(zh);
+    self->register_live(zh);
   }
   self->on_session_state(state);
 }

@@ -134,9 +134,12 @@ class Conn {
   void on_session_state(int state);
   void notify_path(const std::string& path, bool gone);
   void expire();
+  void register_live(zhandle_t* zh) noexcept;  // for testing.h
 
   const std::uint64_t generation_;
   const bool authenticated_;
+  const std::string hosts_;
+  const std::string root_;
   const std::string where_;
   zhandle_t* zh_ = nullptr;
   std::atomic<bool> connected_{false};

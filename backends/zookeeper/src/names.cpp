@@ -45,13 +45,14 @@ std::string node_prefix(const std::string& parent, char mode, std::string_view i
 }
 
 std::optional<Child> parse_child(std::string_view node) {
-  // m '-' 16 hex '-' 10 chars
-  if (node.size() != 1 + 1 + 16 + 1 + 10) return std::nullopt;
+  // m '-' 16 hex '-' seq, where seq is %010d: 10 characters, 11 below -999999999
+  if (node.size() != 1 + 1 + 16 + 1 + 10 && node.size() != 1 + 1 + 16 + 1 + 11) return std::nullopt;
   if ((node[0] != 'x' && node[0] != 's') || node[1] != '-' || node[18] != '-') return std::nullopt;
   const std::string_view id = node.substr(2, 16);
   if (!std::all_of(id.begin(), id.end(), hex_digit)) return std::nullopt;
   std::string_view seq = node.substr(19);
   bool negative = false;
+  if (seq.size() == 11 && seq.front() != '-') return std::nullopt;
   if (seq.front() == '-') {
     negative = true;
     seq.remove_prefix(1);

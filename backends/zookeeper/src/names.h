@@ -10,8 +10,8 @@
 //   m          'x' exclusive (a writer) or 's' shared (a reader);
 //   id         16 hex digits, random per acquire call and session: finds our own node
 //              after a create whose answer was lost (the "protected" node idea);
-//   seq        the server's 10-character sequence suffix (printf %010d of a signed 32-bit
-//              counter: after 2^31 creates it reads "-2147483648").
+//   seq        the server's sequence suffix (printf %010d of a signed 32-bit counter: 10
+//              characters, but 11 after 2^31 creates: "-2147483648").
 #pragma once
 
 #include <cstddef>

@@ -110,8 +110,8 @@ TEST(ZkNames, KeepsSafeBytesAndEscapesTheRest) {
 
 TEST(ZkNames, EncodingIsInjectiveAndCaseSensitive) {
   std::set<std::string> seen;
-  std::vector<std::string> names = {"a", "A", "%61", "a%", "%", "%25", "a.b", "a%2Eb", "a/b", "a%2Fb"};
-  for (int b = 0; b < 256; ++b) names.push_back(std::string(1, static_cast<char>(b)));
+  std::set<std::string> names = {"a%", "%25", "%61", "a.b", "a%2Eb", "a/b", "a%2Fb", "aB", "Ab"};
+  for (int b = 0; b < 256; ++b) names.insert(std::string(1, static_cast<char>(b)));
   for (const auto& n : names) {
     auto e = encode_name(n);
     EXPECT_TRUE(seen.insert(e).second) << "collision on " << e;
