@@ -134,31 +134,41 @@ class ZkEnv : public BackendEnv {
   void restart_server() override { servers_script("restart zookeeper"); }
 
   void expire_sessions() override {
-    auto live = zookeeper::testing::sessions_under(root_);
-    std::vector<std::int64_t> expired;
-    for (const auto& s : live) {
-      if (s.dead) continue;
-      clientid_t id{};
-      id.client_id = s.id;
-      std::copy(s.password.begin(), s.password.end(), id.passwd);
-      // Taking the session over with its id and password, then closing it, makes the
-      // server end it; the provider's handle then sees ZOO_EXPIRED_SESSION_STATE.
-      auto twin = connect(s.hosts, &id);
-      twin.reset();
-      expired.push_back(s.id);
+    std::vector<std::int64_t> targets;
+    for (const auto& s : zookeeper::testing::sessions_under(root_)) {
+      if (!s.dead) targets.push_back(s.id);
     }
-    if (expired.empty()) throw std::runtime_error("zookeeper: no live session under " + root_ + " to expire");
+    if (targets.empty()) throw std::runtime_error("zookeeper: no live session under " + root_ + " to expire");
     const auto deadline = std::chrono::steady_clock::now() + 10s;
     while (true) {
-      bool all_dead = true;
+      std::vector<zookeeper::testing::LiveSession> alive;
       for (const auto& s : zookeeper::testing::sessions_under(root_)) {
-        if (!s.dead && std::find(expired.begin(), expired.end(), s.id) != expired.end()) all_dead = false;
+        if (!s.dead && std::find(targets.begin(), targets.end(), s.id) != targets.end()) alive.push_back(s);
       }
-      if (all_dead) return;
+      if (alive.empty()) return;
       if (std::chrono::steady_clock::now() > deadline) {
         throw std::runtime_error("zookeeper: the provider did not see its session expire within 10s");
       }
-      std::this_thread::sleep_for(2ms);
+      for (const auto& s : alive) {
+        clientid_t id{};
+        id.client_id = s.id;
+        std::copy(s.password.begin(), s.password.end(), id.passwd);
+        // Taking the session over with its id and password, then closing it, makes the
+        // server end it; the provider's handle then sees ZOO_EXPIRED_SESSION_STATE. If the
+        // provider reconnected in between (and took the session back), the close does not
+        // end it: the next round tries again.
+        auto twin = connect(s.hosts, &id);
+        twin.reset();
+      }
+      const auto round = std::chrono::steady_clock::now() + 1s;
+      while (std::chrono::steady_clock::now() < round) {
+        bool any = false;
+        for (const auto& s : zookeeper::testing::sessions_under(root_)) {
+          if (!s.dead && std::find(targets.begin(), targets.end(), s.id) != targets.end()) any = true;
+        }
+        if (!any) return;
+        std::this_thread::sleep_for(2ms);
+      }
     }
   }
 
