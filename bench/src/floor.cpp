@@ -6,6 +6,9 @@ Floor make_floor(const dlock::Uri& uri) {
   if (uri.scheme == "redis") return make_redis_floor(uri);
   if (uri.scheme == "file") return make_file_floor(uri);
   if (uri.scheme == "mem") return make_mem_floor();
+#ifdef DLOCK_BENCH_ZOOKEEPER
+  if (uri.scheme == "zk" || uri.scheme == "zookeeper") return make_zookeeper_floor(uri);
+#endif
   return {};
 }
 

@@ -100,8 +100,13 @@ class ZkEnv : public BackendEnv {
     } else {
       u += hosts_;
     }
-    u += "/?prefix=" + prefix_ + "&session_timeout=1s&connect_timeout=500ms&command_timeout=500ms";
+    u += "/?prefix=" + prefix_ + "&" + timeouts();
     return u;
+  }
+
+  // A 1 s session against one server: S-bounded cases run fast.
+  virtual std::string timeouts() const {
+    return "session_timeout=1s&connect_timeout=500ms&command_timeout=500ms";
   }
 
   void sabotage(std::string_view name) override {
@@ -188,6 +193,24 @@ class ZkEnv : public BackendEnv {
   std::string root_;
 };
 
+// zookeeper3: the same backend against a 3-member ensemble (scripts/servers.sh start
+// zookeeper3, DLOCK_TEST_ZOOKEEPER3_URI). Members are stopped and started through
+// $DLOCK_SERVERS_SCRIPT; "restart" restarts all three.
+class Zk3Env final : public ZkEnv {
+ public:
+  Zk3Env() : ZkEnv("DLOCK_TEST_ZOOKEEPER3_URI") {}
+
+  // S = 4 s: a leader election (about a second here) must fit inside the session, or a
+  // member loss would rightly be reported as a possible loss of every lock.
+  std::string timeouts() const override {
+    return "session_timeout=4s&connect_timeout=4s&command_timeout=1s";
+  }
+  void restart_server() override { servers_script("restart zookeeper3"); }
+  int members() const override { return static_cast<int>(base_.hosts.size()); }
+  void stop_member(int i) override { servers_script("stop zookeeper3-" + std::to_string(i + 1)); }
+  void start_member(int i) override { servers_script("start zookeeper3-" + std::to_string(i + 1)); }
+};
+
 BackendContext make() {
   BackendContext c;
   c.backend = "zookeeper";
@@ -219,7 +242,19 @@ BackendContext make() {
   return c;
 }
 
+BackendContext make3() {
+  BackendContext c = make();
+  c.backend = "zookeeper3";
+  c.compiled_as = "zookeeper";
+  c.claims.ensemble = true;
+  c.short_lease = std::chrono::milliseconds(4000);
+  c.tolerance = std::chrono::milliseconds(1000);
+  c.make_env = [] { return std::make_unique<Zk3Env>(); };
+  return c;
+}
+
 const Registrar registrar(&make);
+const Registrar registrar3(&make3);
 
 }  // namespace
 }  // namespace dlock::conformance
