@@ -1,7 +1,7 @@
 // Peer for dlock-bench on zk://: Curator's InterProcessMutex, uncontended acquire + release.
 // Run as a single-file program: java -cp <curator, zookeeper, guava, slf4j jars> CuratorLock.java
 //   HOSTS ITERATIONS WARMUP PATH
-// Prints "key value" lines: version, iterations, p50_us, p99_us. InterProcessMutex creates a
+// Prints "key value" lines: iterations, p50_us, p99_us (dlock-bench reads the version). InterProcessMutex creates a
 // protected ephemeral-sequential node, lists the children and deletes the node on release:
 // 3 requests per cycle.
 import java.util.Arrays;
@@ -32,7 +32,6 @@ public class CuratorLock {
         lat[i] = (System.nanoTime() - t0) / 1000.0;
       }
       Arrays.sort(lat);
-      System.out.println("version " + CuratorFramework.class.getPackage().getImplementationVersion());
       System.out.println("iterations " + n);
       System.out.printf("p50_us %.1f%n", lat[Math.max(0, (int) Math.ceil(0.50 * n) - 1)]);
       System.out.printf("p99_us %.1f%n", lat[Math.max(0, (int) Math.ceil(0.99 * n) - 1)]);

@@ -81,6 +81,18 @@ std::map<std::string, std::string> run_kv(const std::string& cmd) {
   return kv;
 }
 
+// Debian's jars carry no Implementation-Version: read it from the versioned file name the
+// unversioned link points to (curator-recipes.jar -> curator-recipes-5.4.0.jar).
+std::string curator_version() {
+  char buf[512];
+  const ssize_t n = ::readlink("/usr/share/java/curator-recipes.jar", buf, sizeof buf - 1);
+  if (n <= 0) return "?";
+  std::string f(buf, static_cast<std::size_t>(n));
+  const auto dash = f.rfind('-');
+  const auto dot = f.rfind(".jar");
+  return dash == std::string::npos || dot == std::string::npos || dot < dash ? "?" : f.substr(dash + 1, dot - dash - 1);
+}
+
 void peer_row(const std::string& name, std::map<std::string, std::string> kv, Report& report) {
   if (kv.count("error") || !kv.count("p50_us") || !kv.count("p99_us")) {
     report.add_note("peer " + name + ": " + (kv.count("error") ? kv["error"] : "gave no figures"));
@@ -126,10 +138,10 @@ void run_zookeeper_peers(const dlock::Uri& uri, const Settings& settings, Report
       "/usr/share/java/netty-common.jar:/usr/share/java/netty-buffer.jar:/usr/share/java/netty-codec.jar:"
       "/usr/share/java/netty-resolver.jar:/usr/share/java/netty-transport-native-unix-common.jar";
   if (::access("/usr/share/java/curator-recipes.jar", R_OK) == 0 && ::access("/usr/bin/java", X_OK) == 0) {
-    peer_row("Curator InterProcessMutex",
-             run_kv("/usr/bin/java -Xms64m -Xmx256m -cp '" + cp + "' '" + dir + "/CuratorLock.java' '" + hosts + "' " +
-                    n + " " + w + " /" + bench_name("peer-curator") + " 2>/dev/null"),
-             report);
+    auto kv = run_kv("/usr/bin/java -Xms64m -Xmx256m -cp '" + cp + "' '" + dir + "/CuratorLock.java' '" + hosts + "' " +
+                    n + " " + w + " /" + bench_name("peer-curator") + " 2>/dev/null");
+    kv["version"] = curator_version();
+    peer_row("Curator InterProcessMutex", kv, report);
   } else {
     report.add_note("peer Curator: libcurator-recipes-java or java not installed");
   }
