@@ -80,7 +80,7 @@ ZkAcquisition::~ZkAcquisition() {
   if (conn_ && !watching_.empty()) conn_->unwatch(watching_, sink_.get());
   if (granted_ || !conn_ || conn_->dead()) return;
   if (!node_.empty()) {
-    Conn::guaranteed_delete(conn_, node_);
+    delete_now_or_later(node_);
   } else if (create_unknown_) {
     // The create may have landed: find our node by its id, in the background.
     post([conn = conn_, parent = parent_, id = id_, timeout = client_->options().command_timeout] {
@@ -218,8 +218,8 @@ spi::Attempt ZkAcquisition::evaluate(const std::vector<std::string>& names, Cloc
   }
   if (lower_.empty()) return grant(sent);
   if (!req_.will_wait) {
-    // Try-once: leave nothing behind, without waiting for the delete's answer.
-    Conn::guaranteed_delete(conn_, node_);
+    // Try-once: leave nothing behind.
+    delete_now_or_later(node_);
     node_.clear();
     return spi::Busy{};
   }
@@ -252,6 +252,18 @@ spi::Attempt ZkAcquisition::from_snapshot() {
   }
   if (watching_ != lower_.back()) watch_predecessor();
   return spi::Busy{};
+}
+
+void ZkAcquisition::delete_now_or_later(const std::string& node) noexcept {
+  // Waited for (one round trip): until the server has deleted it, our node would still
+  // queue ahead of, or make busy, whoever comes next, though we have given up. Past
+  // command_timeout the guaranteed delete carries on in the background.
+  try {
+    auto r = client_->await(conn_->remove(node));
+    if (r && (*r == ZOK || *r == ZNONODE)) return;
+  } catch (...) {
+  }
+  Conn::guaranteed_delete(conn_, node);
 }
 
 void ZkAcquisition::watch_predecessor() {

@@ -42,6 +42,7 @@ class ZkAcquisition final : public spi::Acquisition {
   spi::Attempt grant(Clock::time_point basis);
   void make_parent();
   void watch_predecessor();
+  void delete_now_or_later(const std::string& node) noexcept;
   void forget_session();
 
   std::shared_ptr<Client> client_;
