@@ -42,24 +42,24 @@ class Worker {
         continue;
       }
       auto first = jobs_.begin();
-      // At exit, delayed retries are dropped; closes (due now) still run.
-      if (first->first > Clock::now()) {
-        if (stop_) {
-          jobs_.erase(first);
-          continue;
-        }
+      const bool due = first->first <= Clock::now();
+      if (!due && !stop_) {
         cv_.wait_until(lk, first->first);
         continue;
       }
       auto job = std::move(first->second);
       jobs_.erase(first);
+      // Outside the lock: running a job, and destroying its captures, may post again (the
+      // last reference to a session handle posts its close).
       lk.unlock();
-      try {
-        job();
-      } catch (...) {
-        // A job reports through its own channel; nothing may kill the worker.
+      if (due) {  // at exit, delayed retries are dropped; closes (due now) still run
+        try {
+          job();
+        } catch (...) {
+          // A job reports through its own channel; nothing may kill the worker.
+        }
       }
-      job = nullptr;  // destroy captures (possibly a session handle) outside the lock
+      job = nullptr;
       lk.lock();
     }
   }
