@@ -142,6 +142,22 @@ void run_zookeeper_peers(const dlock::Uri& uri, const Settings& settings, Report
                     n + " " + w + " /" + bench_name("peer-curator") + " 2>/dev/null");
     kv["version"] = curator_version();
     peer_row("Curator InterProcessMutex", kv, report);
+    // Contended: as many workers as (b) has, each with its own session, for (b)'s window.
+    const auto secs = std::max<long long>(1, std::chrono::duration_cast<std::chrono::seconds>(settings.contended).count());
+    auto ck = run_kv("/usr/bin/java -Xms64m -Xmx256m -cp '" + cp + "' '" + dir + "/CuratorLock.java' contend '" + hosts +
+                     "' " + std::to_string(settings.workers) + " " + std::to_string(secs) + " /" +
+                     bench_name("peer-curator-contended") + " 2>/dev/null");
+    if (ck.count("handoffs_per_s")) {
+      Row r;
+      r.section = "b";
+      r.what = "peer: Curator " + curator_version() + " InterProcessMutex handoffs per second, " +
+               std::to_string(settings.workers) + " threads with a session each";
+      r.other = ck["handoffs_per_s"] + " handoffs/s; " + ck["acquisitions_per_s"] + " acquisitions/s";
+      r.metrics = {{"handoffs_per_s", std::stod(ck["handoffs_per_s"])}};
+      report.add(std::move(r));
+    } else {
+      report.add_note("peer Curator contended: gave no figures");
+    }
   } else {
     report.add_note("peer Curator: libcurator-recipes-java or java not installed");
   }
