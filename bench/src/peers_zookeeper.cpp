@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <filesystem>
 #include <map>
 #include <sstream>
 #include <stdexcept>
@@ -81,16 +82,19 @@ std::map<std::string, std::string> run_kv(const std::string& cmd) {
   return kv;
 }
 
-// Debian's jars carry no Implementation-Version: read it from the versioned file name the
-// unversioned link points to (curator-recipes.jar -> curator-recipes-5.4.0.jar).
+// Debian's jars carry no Implementation-Version: read it from the versioned link next to
+// the jar (curator-recipes-5.4.0.jar -> curator-recipes.jar).
 std::string curator_version() {
-  char buf[512];
-  const ssize_t n = ::readlink("/usr/share/java/curator-recipes.jar", buf, sizeof buf - 1);
-  if (n <= 0) return "?";
-  std::string f(buf, static_cast<std::size_t>(n));
-  const auto dash = f.rfind('-');
-  const auto dot = f.rfind(".jar");
-  return dash == std::string::npos || dot == std::string::npos || dot < dash ? "?" : f.substr(dash + 1, dot - dash - 1);
+  const std::string dir = "/usr/share/java";
+  const std::string stem = "curator-recipes-";
+  std::error_code ec;
+  for (const auto& e : std::filesystem::directory_iterator(dir, ec)) {
+    const std::string f = e.path().filename().string();
+    if (f.rfind(stem, 0) == 0 && f.size() > stem.size() + 4 && f.ends_with(".jar")) {
+      return f.substr(stem.size(), f.size() - stem.size() - 4);
+    }
+  }
+  return "?";
 }
 
 void peer_row(const std::string& name, std::map<std::string, std::string> kv, Report& report) {

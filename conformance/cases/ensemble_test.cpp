@@ -28,11 +28,15 @@ TEST_P(Ensemble, MemberLossKeepsLocksAndServesWaiters) {
     std::atomic<bool> granted{false};
     std::atomic<std::uint64_t> waiter_token{0};
     std::jthread waiter([&] {
-      auto w = track(*q, n, Wait::for_duration(lease() * 4));
-      if (w) {
-        granted = true;
-        waiter_token = w->token();
-        w->release();
+      try {
+        auto w = track(*q, n, Wait::for_duration(lease() * 4));
+        if (w) {
+          granted = true;
+          waiter_token = w->token();
+          w->release();
+        }
+      } catch (const std::exception& e) {
+        ADD_FAILURE() << "waiter: " << e.what();
       }
     });
     std::this_thread::sleep_for(milliseconds(200));
