@@ -153,6 +153,7 @@ spi::Attempt ZkAcquisition::enqueue(int depth) {
     if (c->rc != ZOK) throw translate_error(conn_->where(), "creating a lock node under", parent_, c->rc);
     node_ = c->path;
     czxid_ = c->czxid;
+    conn_->note_own(node_);
     auto l = client_->await(listed);
     if (!l || l->rc != ZOK) {
       need_list_ = true;
@@ -183,6 +184,7 @@ spi::Attempt ZkAcquisition::recover() {
     if (s->rc == ZNONODE) break;
     node_ = path;
     czxid_ = s->czxid;
+    conn_->note_own(node_);
     return evaluate(l->children, sent, 0);
   }
   return enqueue(0);
@@ -208,6 +210,7 @@ spi::Attempt ZkAcquisition::evaluate(const std::vector<std::string>& names, Cloc
   auto it = std::find_if(children.begin(), children.end(), [&](const Child& c) { return c.node == mine; });
   if (it == children.end()) {
     // Our node was deleted from outside before we saw it listed: queue again (once).
+    conn_->forget_own(node_);
     node_.clear();
     if (depth > 0) throw Error(ErrorCode::unavailable, conn_->where() + ": our lock node under " + parent_ + " keeps vanishing");
     return enqueue(depth + 1);
@@ -229,22 +232,36 @@ spi::Attempt ZkAcquisition::evaluate(const std::vector<std::string>& names, Cloc
 
 spi::Attempt ZkAcquisition::from_snapshot() {
   auto events = sink_->take();
+  bool own_session_node_gone = false;
   for (const auto& path : events.gone) {
+    if (std::find(lower_.begin(), lower_.end(), path) != lower_.end() && conn_->owns(path)) {
+      own_session_node_gone = true;
+    }
     std::erase(lower_, path);
     if (path == watching_) watching_.clear();
   }
   if (events.failed.contains(watching_)) watching_.clear();
   if (lower_.empty()) {
-    // Older nodes only ever disappear: with none left we hold the lock, no round trip.
+    // Older nodes only ever disappear: with none left we hold the lock, no round trip...
     auto basis = conn_->last_answered_sent();
-    if (Clock::now() - basis > client_->session_timeout() / 3) {
+    // ...unless the one that went was our own session's: that may be the session ending
+    // (its ephemerals are deleted before we hear of the expiry), and then ours is gone too.
+    // Nor when nothing answered on this session lately: the hold's expiry estimate must
+    // start from a fresh answer, not from when we queued. One probe settles both.
+    if (own_session_node_gone || Clock::now() - basis > client_->session_timeout() / 3) {
       // Nothing answered on this session lately: one probe so the hold's expiry estimate
       // starts from a fresh answer, not from when we queued.
       const auto sent = Clock::now();
-      auto s = client_->await(conn_->exists(client_->options().root()));
+      auto s = client_->await(conn_->exists(node_));
       if (!s || is_transport_error(s->rc)) {
-        throw translate_error(conn_->where(), "probing the session at", client_->options().root(),
-                              s ? s->rc : kTimedOut);
+        throw translate_error(conn_->where(), "checking our lock node", node_, s ? s->rc : kTimedOut);
+      }
+      if (s->rc == ZNONODE || s->owner != conn_->session_id()) {
+        // Our node is gone (our session ended, or someone deleted it): queue again.
+        conn_->forget_own(node_);
+        node_.clear();
+        lower_.clear();
+        return conn_->dead() ? spi::Attempt{spi::Busy{}} : enqueue(0);
       }
       basis = sent;
     }
@@ -258,6 +275,7 @@ void ZkAcquisition::delete_now_or_later(const std::string& node) noexcept {
   // Waited for (one round trip): until the server has deleted it, our node would still
   // queue ahead of, or make busy, whoever comes next, though we have given up. Past
   // command_timeout the guaranteed delete carries on in the background.
+  conn_->forget_own(node);
   try {
     auto r = client_->await(conn_->remove(node));
     if (r && (*r == ZOK || *r == ZNONODE)) return;

@@ -189,6 +189,21 @@ void Conn::answered(Clock::time_point sent) noexcept {
   }
 }
 
+void Conn::note_own(const std::string& path) {
+  std::lock_guard lk(own_mu_);
+  own_.insert(path);
+}
+
+void Conn::forget_own(const std::string& path) noexcept {
+  std::lock_guard lk(own_mu_);
+  own_.erase(path);
+}
+
+bool Conn::owns(const std::string& path) const {
+  std::lock_guard lk(own_mu_);
+  return own_.contains(path);
+}
+
 const ACL_vector* Conn::acl() const noexcept {
   return authenticated_ ? &ZOO_CREATOR_ALL_ACL : &ZOO_OPEN_ACL_UNSAFE;
 }
@@ -367,6 +382,7 @@ void on_guaranteed_delete(int rc, const void* data) {
 
 void Conn::guaranteed_delete(std::shared_ptr<Conn> conn, std::string path) {
   if (!conn || conn->dead()) return;  // the node died with its session
+  conn->forget_own(path);
   zhandle_t* zh = conn->zh_;
   auto* ctx = new DeleteCtx{std::move(conn), std::move(path), Clock::now()};
   const int rc = zoo_adelete(zh, ctx->path.c_str(), -1, &on_guaranteed_delete, ctx);

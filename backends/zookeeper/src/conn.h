@@ -21,6 +21,7 @@
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -124,6 +125,13 @@ class Conn {
   // the process exits (no orphan node after a failed release or an abandoned acquire).
   static void guaranteed_delete(std::shared_ptr<Conn> conn, std::string path);
 
+  // The lock nodes this session created and has not deleted yet. A deletion of one of them
+  // may be this very session ending (its ephemerals go first, the EXPIRED event may come
+  // later), so a waiter must not take it as a hand-off without asking the server.
+  void note_own(const std::string& path);
+  void forget_own(const std::string& path) noexcept;
+  bool owns(const std::string& path) const;
+
   spi::SessionHolds& holds() noexcept { return holds_; }
   const ACL_vector* acl() const noexcept;
   const std::string& where() const noexcept { return where_; }
@@ -152,6 +160,8 @@ class Conn {
   std::map<std::string, std::vector<std::weak_ptr<WatchSink>>> watchers_;  // guarded by watch_mu_
   std::vector<std::weak_ptr<WatchSink>> all_sinks_;                        // guarded by watch_mu_
   spi::SessionHolds holds_;
+  mutable std::mutex own_mu_;
+  std::set<std::string> own_;  // guarded by own_mu_
 };
 
 // Starts a session (returns at once; wait_connected() to wait). Throws Error(unavailable)

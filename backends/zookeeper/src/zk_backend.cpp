@@ -38,6 +38,7 @@ bool ZkBackend::release(spi::HeldLock& lock) {
     return false;  // the node died with its session
   }
   const bool first = zl.settle();
+  conn->forget_own(zl.path());
   auto r = client_->await(conn->remove(zl.path()));
   if (!r || is_transport_error(*r)) {
     // Never drop the node while it may remain (it would block the name for the session's
