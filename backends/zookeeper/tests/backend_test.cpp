@@ -140,24 +140,28 @@ TEST(ZkBackend, SessionExpiryFiresLostOnEveryHoldAtOnce) {
   clientid_t id{};
   id.client_id = sessions[0].id;
   std::copy(sessions[0].password.begin(), sessions[0].password.end(), id.passwd);
-  const auto start = Clock::now();
-  {
+  auto all_lost = [&] {
+    return l1->lost_token().stop_requested() && l2->lost_token().stop_requested() &&
+           l3->lost_token().stop_requested();
+  };
+  // Take the session over with its id and password, then close it: the server ends it. If
+  // the provider reconnects in between it takes the session back and the close does not end
+  // it, so try a few rounds; each round's timing is what is checked.
+  Clock::duration took{};
+  for (int round = 0; round < 5 && !all_lost(); ++round) {
     zhandle_t* twin = zookeeper_init(hosts().c_str(), nullptr, 1000, &id, nullptr, 0);
     ASSERT_NE(twin, nullptr);
-    const auto deadline = Clock::now() + 3s;
-    while (zoo_state(twin) != ZOO_CONNECTED_STATE && Clock::now() < deadline) std::this_thread::sleep_for(2ms);
+    const auto connected = Clock::now() + 3s;
+    while (zoo_state(twin) != ZOO_CONNECTED_STATE && Clock::now() < connected) std::this_thread::sleep_for(2ms);
     zookeeper_close(twin);
-  }
-  const auto deadline = Clock::now() + 3s;
-  while (!(l1->lost_token().stop_requested() && l2->lost_token().stop_requested() &&
-           l3->lost_token().stop_requested()) &&
-         Clock::now() < deadline) {
-    std::this_thread::sleep_for(1ms);
+    const auto closed = Clock::now();
+    while (!all_lost() && Clock::now() < closed + 1s) std::this_thread::sleep_for(1ms);
+    took = Clock::now() - closed;
   }
   EXPECT_TRUE(l1->lost_token().stop_requested());
   EXPECT_TRUE(l2->lost_token().stop_requested());
   EXPECT_TRUE(l3->lost_token().stop_requested());
-  EXPECT_LT(Clock::now() - start, 500ms) << "lost must come from the session event, not the S-based estimate";
+  EXPECT_LT(took, 500ms) << "lost must come from the session event, not the S-based estimate";
   // A new session serves the same provider; the names are free (the old nodes died).
   auto again = p->try_lock("a", Wait::for_duration(2s));
   ASSERT_TRUE(again);
