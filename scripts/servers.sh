@@ -4,6 +4,7 @@
 #
 # Usage: scripts/servers.sh {start|stop|restart|status|env} [NAME...]
 #   NAME: redis | mariadb | zookeeper | postgres | all (the default)
+#         | zookeeper3 (a 3-member ensemble on loopback; not in `all`) | zookeeper3-1..3 (one member)
 #   start    start each server (no-op if it already runs); waits until it answers
 #   stop     stop each server by its recorded PID and wait until the process is gone
 #   restart  stop + start with the same data dir and port (tests use it to restart a server)
@@ -17,6 +18,10 @@
 #   DLOCK_REDIS_PORT        default 16379
 #   DLOCK_MARIADB_PORT      default 13306
 #   DLOCK_ZOOKEEPER_PORT    default 12181
+#   DLOCK_ZOOKEEPER_FSYNC   "yes": the test ZooKeeper fsyncs every write (the server's default,
+#                           for benchmarks); otherwise it runs with forceSync=no (tests)
+#   DLOCK_ZOOKEEPER3_PORT   default 12281: client ports of zookeeper3's members are it, +1, +2
+#   DLOCK_ZOOKEEPER3_PEER_PORT  default 12381: quorum ports are it, +1, +2; election +10..+12
 #   DLOCK_POSTGRES_PORT     default 15432
 #   DLOCK_SERVERS_TIMEOUT   seconds to wait for a server to answer / to exit (default 30)
 #
@@ -45,6 +50,7 @@ default_port() {
     redis) echo "${DLOCK_REDIS_PORT:-16379}" ;;
     mariadb) echo "${DLOCK_MARIADB_PORT:-13306}" ;;
     zookeeper) echo "${DLOCK_ZOOKEEPER_PORT:-12181}" ;;
+    zookeeper3-[123]) echo $((${DLOCK_ZOOKEEPER3_PORT:-12281} + ${1#zookeeper3-} - 1)) ;;
     postgres) echo "${DLOCK_POSTGRES_PORT:-15432}" ;;
   esac
 }
@@ -54,7 +60,7 @@ process_name() {
   case "$1" in
     redis) echo redis-server ;;
     mariadb) echo mariadbd ;;
-    zookeeper) echo java ;;
+    zookeeper | zookeeper3-[123]) echo java ;;
     postgres) echo postgres ;;
   esac
 }
@@ -177,38 +183,91 @@ stop_mariadb() {
 }
 
 # ---------------------------------------------------------------- zookeeper
-zookeeper_probe() {
-  [[ "$(echo ruok | timeout 2 nc -N -w1 127.0.0.1 "$1" 2>/dev/null)" == imok ]] &&
-    echo srvr | timeout 2 nc -N -w1 127.0.0.1 "$1" 2>/dev/null | grep -q 'Mode: standalone'
+zookeeper_mode() {  # PORT: the srvr Mode line's value (standalone, leader, follower) or nothing
+  echo srvr | timeout 2 nc -N -w1 127.0.0.1 "$1" 2>/dev/null | sed -n 's/^Mode: //p'
 }
 
-start_zookeeper() {
-  local d=$1 port=$2
-  mkdir -p "$d/data"
-  # tickTime 500 ms lets clients ask for sessions down to 1 s (tests of session expiry);
-  # minSessionTimeout states that bound explicitly.
-  cat >"$d/zoo.cfg" <<EOF
+zookeeper_probe() {
+  [[ "$(echo ruok | timeout 2 nc -N -w1 127.0.0.1 "$1" 2>/dev/null)" == imok ]] &&
+    [[ "$(zookeeper_mode "$1")" == standalone ]]
+}
+
+# The settings every test ZooKeeper shares. tickTime 500 ms lets clients ask for sessions
+# down to 1 s (tests of session expiry); minSessionTimeout states that bound explicitly.
+# forceSync=no: a write is acknowledged before its fsync (tests run much faster); set
+# DLOCK_ZOOKEEPER_FSYNC=yes for the server's default, fsyncing, behaviour (benchmarks).
+zookeeper_common_cfg() {  # DIR PORT
+  cat <<EOF
 tickTime=500
 minSessionTimeout=1000
 maxSessionTimeout=60000
-dataDir=$d/data
-clientPort=$port
+dataDir=$1/data
+clientPort=$2
 clientPortAddress=127.0.0.1
 admin.enableServer=false
-4lw.commands.whitelist=srvr,ruok,stat,mntr,conf
+4lw.commands.whitelist=srvr,ruok,stat,mntr,conf,wchs,cons
 EOF
+  [[ "${DLOCK_ZOOKEEPER_FSYNC:-no}" == yes ]] || echo "forceSync=no"
+}
+
+spawn_zookeeper() {  # DIR JAVA_ARGS...
+  local d=$1; shift
   # slf4j-log4j12 + log4j 1.2 (dependencies of libzookeeper-java) make the server log to
   # its console, i.e. our log file; without them it logs nothing.
   local cp=/etc/zookeeper/conf:/usr/share/java/zookeeper.jar j
   for j in slf4j-log4j12 log4j-1.2; do
     [[ -f /usr/share/java/$j.jar ]] && cp+=":/usr/share/java/$j.jar"
   done
-  spawn "$d/pid" "$d/zookeeper.log" java -Xms256m -Xmx512m \
+  # Empty containers (the per-name lock parents) are reaped every second instead of every
+  # minute, so tests see the reaping and the acquire racing with it.
+  spawn "$d/pid" "$d/zookeeper.log" java "$@" -Dznode.container.checkIntervalMs=1000 \
     -Dzookeeper.root.logger=INFO,CONSOLE -Dzookeeper.log.dir="$d" \
     -cp "$cp" \
     org.apache.zookeeper.server.quorum.QuorumPeerMain "$d/zoo.cfg"
+}
+
+start_zookeeper() {
+  local d=$1 port=$2
+  mkdir -p "$d/data"
+  zookeeper_common_cfg "$d" "$port" >"$d/zoo.cfg"
+  spawn_zookeeper "$d" -Xms256m -Xmx512m
   wait_for_file "$d/pid" || { show_log zookeeper "$d/zookeeper.log"; return 1; }
   wait_ready zookeeper zookeeper_probe "$port" || { show_log zookeeper "$d/zookeeper.log"; return 1; }
+}
+
+# zookeeper3: three members on 127.0.0.1 with distinct client, quorum and election ports.
+# A member's client port opens at once, but it serves (srvr Mode leader or follower) only
+# once a quorum has formed: start_one waits for the port, and start/restart then wait for
+# every named member to serve (so all three can be started before anyone waits).
+zookeeper3_peers() {
+  local q=${DLOCK_ZOOKEEPER3_PEER_PORT:-12381} i
+  for i in 1 2 3; do echo "server.$i=127.0.0.1:$((q + i - 1)):$((q + i + 9))"; done
+}
+
+zookeeper3_serving() {
+  local m; m=$(zookeeper_mode "$1")
+  [[ "$m" == leader || "$m" == follower ]]
+}
+
+start_zookeeper3() {
+  local d=$1 port=$2 n=${1##*-}
+  mkdir -p "$d/data"
+  echo "$n" >"$d/data/myid"
+  { zookeeper_common_cfg "$d" "$port"; echo "initLimit=10"; echo "syncLimit=5"; zookeeper3_peers; } >"$d/zoo.cfg"
+  spawn_zookeeper "$d" -Xms64m -Xmx256m
+  wait_for_file "$d/pid" || { show_log "zookeeper3-$n" "$d/zookeeper.log"; return 1; }
+  wait_ready "zookeeper3-$n" port_open "$port" || { show_log "zookeeper3-$n" "$d/zookeeper.log"; return 1; }
+}
+
+stop_zookeeper3() { kill -TERM "$3" 2>/dev/null || true; }
+
+wait_zookeeper3_serving() {  # NAME...: every zookeeper3 member among them serves in time
+  local n
+  for n in "$@"; do
+    [[ "$n" == zookeeper3-* ]] || continue
+    wait_ready "$n" zookeeper3_serving "$(recorded_port "$n")" ||
+      { show_log "$n" "$(dir_of "$n")/zookeeper.log"; die "$n does not serve (no quorum?)"; }
+  done
 }
 
 stop_zookeeper() { kill -TERM "$3" 2>/dev/null || true; }  # no admin command; SIGTERM is its clean stop
@@ -281,7 +340,7 @@ start_one() {
   local f
   for f in "$d"/*.log; do [[ -f "$f" ]] && mv -f "$f" "$f.prev"; done  # a fresh log per start
   echo "$port" >"$d/port"
-  "start_$name" "$d" "$port" || die "$name failed to start (dir $d)"
+  "start_${name%-[123]}" "$d" "$port" || die "$name failed to start (dir $d)"
   say "$name running (pid $(recorded_pid "$name"), port $port, dir $d)"
 }
 
@@ -304,7 +363,7 @@ stop_one() {
     rm -f "$d/pid"
     return 0
   fi
-  "stop_$name" "$d" "$port" "$pid"
+  "stop_${name%-[123]}" "$d" "$port" "$pid"
   if ! wait_gone "$pid" 10; then
     kill -TERM "$pid" 2>/dev/null || true
     if ! wait_gone "$pid" "$TIMEOUT"; then
@@ -340,6 +399,13 @@ env_one() {
       echo "export DLOCK_TEST_MARIADB_URI=mysql://$MARIADB_USER:$MARIADB_PASSWORD@127.0.0.1:$port/$MARIADB_DB"
       echo "export DLOCK_TEST_MYSQL_URI=mysql://$MARIADB_USER:$MARIADB_PASSWORD@127.0.0.1:$port/$MARIADB_DB" ;;
     zookeeper) echo "export DLOCK_TEST_ZOOKEEPER_URI=zk://127.0.0.1:$port" ;;
+    zookeeper3-1)  # the ensemble's connect string, once (members 2 and 3 print nothing)
+      local i p hosts=""
+      for i in 1 2 3; do
+        p=$(recorded_port "zookeeper3-$i" || default_port "zookeeper3-$i")
+        hosts+="${hosts:+,}127.0.0.1:$p"
+      done
+      echo "export DLOCK_TEST_ZOOKEEPER3_URI=zk://$hosts" ;;
     postgres) echo "export DLOCK_TEST_POSTGRES_URI=postgres://postgres@127.0.0.1:$port/postgres" ;;
   esac
 }
@@ -373,22 +439,26 @@ main() {
   for n in "$@"; do
     case "$n" in
       all) names+=("${ALL[@]}") ;;
-      redis | mariadb | zookeeper | postgres) names+=("$n") ;;
-      *) die "unknown server '$n' (redis|mariadb|zookeeper|postgres|all)" ;;
+      redis | mariadb | zookeeper | postgres | zookeeper3-[123]) names+=("$n") ;;
+      zookeeper3) names+=(zookeeper3-1 zookeeper3-2 zookeeper3-3) ;;
+      *) die "unknown server '$n' (redis|mariadb|zookeeper|postgres|zookeeper3|zookeeper3-N|all)" ;;
     esac
   done
   mkdir -p "$ROOT"
   chmod 755 "$ROOT" 2>/dev/null || true
   local rc=0 port
   case "$cmd" in
-    start) for n in "${names[@]}"; do start_one "$n"; done ;;
+    start)
+      for n in "${names[@]}"; do start_one "$n"; done
+      wait_zookeeper3_serving "${names[@]}" ;;
     stop) for n in "${names[@]}"; do stop_one "$n"; done ;;
     restart)
       for n in "${names[@]}"; do
         port=$(recorded_port "$n" || true)
         stop_one "$n"
         start_one "$n" "$port"
-      done ;;
+      done
+      wait_zookeeper3_serving "${names[@]}" ;;
     status) for n in "${names[@]}"; do status_one "$n" || rc=3; done ;;
     env)
       for n in "${names[@]}"; do env_one "$n"; done

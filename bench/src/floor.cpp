@@ -9,6 +9,9 @@ Floor make_floor(const dlock::Uri& uri) {
 #ifndef DLOCK_BENCH_NO_POSTGRES
   if (uri.scheme == "postgres" || uri.scheme == "postgresql") return make_postgres_floor(uri);
 #endif
+#ifdef DLOCK_BENCH_ZOOKEEPER
+  if (uri.scheme == "zk" || uri.scheme == "zookeeper") return make_zookeeper_floor(uri);
+#endif
   return {};
 }
 

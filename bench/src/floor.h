@@ -29,5 +29,6 @@ Floor make_redis_floor(const dlock::Uri& uri);
 Floor make_file_floor(const dlock::Uri& uri);
 Floor make_mem_floor();
 Floor make_postgres_floor(const dlock::Uri& uri);
+Floor make_zookeeper_floor(const dlock::Uri& uri);  // floor_zookeeper.cpp (zk:// builds only)
 
 }  // namespace dlock_bench

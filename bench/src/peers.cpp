@@ -100,8 +100,15 @@ void redis_py(const dlock::Uri& uri, const Settings& settings, Report& report) {
 
 }  // namespace
 
+#ifdef DLOCK_BENCH_ZOOKEEPER
+void run_zookeeper_peers(const dlock::Uri& uri, const Settings& settings, Report& report);  // peers_zookeeper.cpp
+#endif
+
 void run_peers(const dlock::Uri& uri, const Settings& settings, Report& report) {
   if (uri.scheme == "redis") redis_py(uri, settings, report);
+#ifdef DLOCK_BENCH_ZOOKEEPER
+  if (uri.scheme == "zk" || uri.scheme == "zookeeper") run_zookeeper_peers(uri, settings, report);
+#endif
 }
 
 }  // namespace dlock_bench

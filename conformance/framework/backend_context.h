@@ -103,6 +103,9 @@ struct MalformedUri {
 struct BackendContext {
   std::string backend;  // the CMake name, as in DLOCK_COMPILED_BACKENDS: "mem", "redis"
   std::string scheme;   // the URI scheme registered with dlock::open
+  // A variant run of a compiled backend against another server setup (e.g. "zookeeper3":
+  // zookeeper against a 3-member ensemble), with its own column; empty: `backend` itself.
+  std::string compiled_as;
   Claims claims;
   // The default lease the env's URIs select: short, so lease and watchdog cases run fast.
   std::chrono::milliseconds short_lease{2000};

@@ -1,0 +1,306 @@
+#include "acquisition.h"
+
+#include <algorithm>
+#include <mutex>
+#include <random>
+#include <set>
+
+#include "errors.h"
+#include "held_lock.h"
+#include "names.h"
+
+namespace dlock::zookeeper {
+
+// What the watch on our predecessor reported, for the next attempt. Filled from the
+// completion thread; every report also wakes the core's wait loop.
+class WaiterSink final : public WatchSink {
+ public:
+  explicit WaiterSink(std::function<void()> wake) : wake_(std::move(wake)) {}
+
+  void node_gone(const std::string& path) noexcept override {
+    {
+      std::lock_guard lk(mu_);
+      gone_.insert(path);
+    }
+    wake_();
+  }
+  void watch_failed(const std::string& path) noexcept override {
+    {
+      std::lock_guard lk(mu_);
+      failed_.insert(path);
+    }
+    wake_();
+  }
+  void session_ended() noexcept override { wake_(); }
+
+  struct Events {
+    std::set<std::string> gone, failed;
+  };
+  Events take() {
+    std::lock_guard lk(mu_);
+    Events e;
+    e.gone.swap(gone_);
+    e.failed.swap(failed_);
+    return e;
+  }
+
+ private:
+  const std::function<void()> wake_;
+  std::mutex mu_;
+  std::set<std::string> gone_, failed_;  // guarded by mu_
+};
+
+namespace {
+
+std::string random_id() {
+  thread_local std::mt19937_64 rng{std::random_device{}()};
+  static constexpr char kHex[] = "0123456789abcdef";
+  std::uint64_t v = rng();
+  std::string id(16, '0');
+  for (int i = 15; i >= 0; --i) {
+    id[static_cast<std::size_t>(i)] = kHex[v & 0xf];
+    v >>= 4;
+  }
+  return id;
+}
+
+std::string base_name(const std::string& path) { return path.substr(path.rfind('/') + 1); }
+
+}  // namespace
+
+ZkAcquisition::ZkAcquisition(std::shared_ptr<Client> client, const spi::AttemptRequest& request,
+                             std::function<void()> wake)
+    : client_(std::move(client)),
+      req_(request),
+      sink_(std::make_shared<WaiterSink>(std::move(wake))),
+      parent_(client_->options().root() + "/" + encode_name(request.name)),
+      mode_(request.mode == LockMode::exclusive ? 'x' : 's') {}
+
+ZkAcquisition::~ZkAcquisition() {
+  if (conn_ && !watching_.empty()) conn_->unwatch(watching_, sink_.get());
+  if (granted_ || !conn_ || conn_->dead()) return;
+  if (!node_.empty()) {
+    delete_now_or_later(node_);
+  } else if (create_unknown_) {
+    // The create may have landed: find our node by its id, in the background.
+    post([conn = conn_, parent = parent_, id = id_, timeout = client_->options().command_timeout] {
+      auto r = conn->children(parent)->wait_until(Clock::now() + timeout);
+      if (!r || r->rc != ZOK) return;  // ZNONODE: nothing there; else the session is failing
+      for (const auto& child : r->children) {
+        auto c = parse_child(child);
+        if (c && c->id == id) Conn::guaranteed_delete(conn, parent + "/" + child);
+      }
+    });
+  }
+}
+
+std::chrono::milliseconds ZkAcquisition::fallback_poll() const noexcept {
+  // Wake-ups come from the watch (or its failure, or the session's end); the poll is a
+  // safety net while connected and a quick re-check while the client reconnects.
+  if (conn_ && conn_->connected()) return std::chrono::milliseconds(60000);
+  return std::chrono::milliseconds(100);
+}
+
+void ZkAcquisition::forget_session() {
+  // The session expired: our node and watch died with it. Queue again in a new one.
+  node_.clear();
+  watching_.clear();
+  lower_.clear();
+  create_unknown_ = false;
+  need_list_ = false;
+  conn_.reset();
+  (void)sink_->take();
+}
+
+spi::Attempt ZkAcquisition::attempt() {
+  if (conn_ && conn_->dead()) forget_session();
+  if (create_unknown_) return recover();
+  if (node_.empty()) return enqueue(0);
+  if (need_list_) return relist();
+  return from_snapshot();
+}
+
+void ZkAcquisition::make_parent() {
+  // The per-name parent is a container: the server removes it once it has been empty for
+  // a while, so 10,000 names used once do not leave 10,000 nodes.
+  auto r = client_->await(conn_->create2(parent_, "", ZOO_CONTAINER));
+  if (r && r->rc == ZNONODE) {  // the root itself was deleted under us: make it again
+    client_->ensure_node(*conn_, client_->options().root(), ZOO_PERSISTENT);
+    r = client_->await(conn_->create2(parent_, "", ZOO_CONTAINER));
+  }
+  if (!r) throw translate_error(conn_->where(), "creating", parent_, kTimedOut);
+  if (r->rc != ZOK && r->rc != ZNODEEXISTS) throw translate_error(conn_->where(), "creating", parent_, r->rc);
+}
+
+spi::Attempt ZkAcquisition::enqueue(int depth) {
+  if (!conn_) conn_ = client_->conn();
+  id_ = random_id();
+  const std::string prefix = node_prefix(parent_, mode_, id_);
+  const std::string data(req_.owner_key);
+  for (int tries = 0; tries < 4; ++tries) {
+    const auto sent = Clock::now();
+    auto created = conn_->create2(prefix, data, ZOO_EPHEMERAL_SEQUENTIAL);
+    auto listed = conn_->children(parent_);  // pipelined: no wait in between
+    auto c = client_->await(created);
+    if (!c || is_transport_error(c->rc)) {
+      create_unknown_ = true;  // it may have landed: the next attempt (or the destructor) looks
+      throw translate_error(conn_->where(), "creating a lock node under", parent_, c ? c->rc : kTimedOut);
+    }
+    if (c->rc == ZNONODE) {  // no container yet, or the server just reaped it
+      make_parent();
+      continue;
+    }
+    if (c->rc != ZOK) throw translate_error(conn_->where(), "creating a lock node under", parent_, c->rc);
+    node_ = c->path;
+    czxid_ = c->czxid;
+    conn_->note_own(node_);
+    auto l = client_->await(listed);
+    if (!l || l->rc != ZOK) {
+      need_list_ = true;
+      throw translate_error(conn_->where(), "listing", parent_, l ? l->rc : kTimedOut);
+    }
+    return evaluate(l->children, sent, depth);
+  }
+  throw Error(ErrorCode::unavailable, conn_->where() + ": the container " + parent_ + " keeps disappearing");
+}
+
+spi::Attempt ZkAcquisition::recover() {
+  const auto sent = Clock::now();
+  auto l = client_->await(conn_->children(parent_));
+  if (!l || (l->rc != ZOK && l->rc != ZNONODE)) {
+    throw translate_error(conn_->where(), "looking for our node under", parent_, l ? l->rc : kTimedOut);
+  }
+  create_unknown_ = false;
+  for (const auto& child : l->children) {
+    auto c = parse_child(child);
+    if (!c || c->id != id_) continue;
+    const std::string path = parent_ + "/" + child;
+    auto s = client_->await(conn_->exists(path));
+    if (!s || (s->rc != ZOK && s->rc != ZNONODE)) {
+      node_ = path;  // ours for sure: list again next time
+      need_list_ = true;
+      throw translate_error(conn_->where(), "reading", path, s ? s->rc : kTimedOut);
+    }
+    if (s->rc == ZNONODE) break;
+    node_ = path;
+    czxid_ = s->czxid;
+    conn_->note_own(node_);
+    return evaluate(l->children, sent, 0);
+  }
+  return enqueue(0);
+}
+
+spi::Attempt ZkAcquisition::relist() {
+  const auto sent = Clock::now();
+  auto l = client_->await(conn_->children(parent_));
+  if (!l || l->rc != ZOK) throw translate_error(conn_->where(), "listing", parent_, l ? l->rc : kTimedOut);
+  need_list_ = false;
+  return evaluate(l->children, sent, 0);
+}
+
+spi::Attempt ZkAcquisition::evaluate(const std::vector<std::string>& names, Clock::time_point sent,
+                                     int depth) {
+  std::vector<Child> children;
+  children.reserve(names.size());
+  for (const auto& n : names) {
+    if (auto c = parse_child(n)) children.push_back(std::move(*c));
+  }
+  sort_by_sequence(children);
+  const std::string mine = base_name(node_);
+  auto it = std::find_if(children.begin(), children.end(), [&](const Child& c) { return c.node == mine; });
+  if (it == children.end()) {
+    // Our node was deleted from outside before we saw it listed: queue again (once).
+    conn_->forget_own(node_);
+    node_.clear();
+    if (depth > 0) throw Error(ErrorCode::unavailable, conn_->where() + ": our lock node under " + parent_ + " keeps vanishing");
+    return enqueue(depth + 1);
+  }
+  lower_.clear();
+  for (auto c = children.begin(); c != it; ++c) {
+    if (mode_ == 'x' || c->mode == 'x') lower_.push_back(parent_ + "/" + c->node);
+  }
+  if (lower_.empty()) return grant(sent);
+  if (!req_.will_wait) {
+    // Try-once: leave nothing behind.
+    delete_now_or_later(node_);
+    node_.clear();
+    return spi::Busy{};
+  }
+  watch_predecessor();
+  return spi::Busy{};
+}
+
+spi::Attempt ZkAcquisition::from_snapshot() {
+  auto events = sink_->take();
+  bool own_session_node_gone = false;
+  for (const auto& path : events.gone) {
+    if (std::find(lower_.begin(), lower_.end(), path) != lower_.end() && conn_->owns(path)) {
+      own_session_node_gone = true;
+    }
+    std::erase(lower_, path);
+    if (path == watching_) watching_.clear();
+  }
+  if (events.failed.contains(watching_)) watching_.clear();
+  if (lower_.empty()) {
+    // Older nodes only ever disappear: with none left we hold the lock, no round trip...
+    auto basis = conn_->last_answered_sent();
+    // ...unless the one that went was our own session's: that may be the session ending
+    // (its ephemerals are deleted before we hear of the expiry), and then ours is gone too.
+    // Nor when nothing answered on this session lately: the hold's expiry estimate must
+    // start from a fresh answer, not from when we queued. One probe settles both.
+    if (own_session_node_gone || Clock::now() - basis > client_->session_timeout() / 3) {
+      // Nothing answered on this session lately: one probe so the hold's expiry estimate
+      // starts from a fresh answer, not from when we queued.
+      const auto sent = Clock::now();
+      auto s = client_->await(conn_->exists(node_));
+      if (!s || is_transport_error(s->rc)) {
+        throw translate_error(conn_->where(), "checking our lock node", node_, s ? s->rc : kTimedOut);
+      }
+      if (s->rc == ZNONODE || s->owner != conn_->session_id()) {
+        // Our node is gone (our session ended, or someone deleted it): queue again.
+        conn_->forget_own(node_);
+        node_.clear();
+        lower_.clear();
+        return conn_->dead() ? spi::Attempt{spi::Busy{}} : enqueue(0);
+      }
+      basis = sent;
+    }
+    return grant(basis);
+  }
+  if (watching_ != lower_.back()) watch_predecessor();
+  return spi::Busy{};
+}
+
+void ZkAcquisition::delete_now_or_later(const std::string& node) noexcept {
+  // Waited for (one round trip): until the server has deleted it, our node would still
+  // queue ahead of, or make busy, whoever comes next, though we have given up. Past
+  // command_timeout the guaranteed delete carries on in the background.
+  conn_->forget_own(node);
+  try {
+    auto r = client_->await(conn_->remove(node));
+    if (r && (*r == ZOK || *r == ZNONODE)) return;
+  } catch (...) {
+  }
+  Conn::guaranteed_delete(conn_, node);
+}
+
+void ZkAcquisition::watch_predecessor() {
+  if (!watching_.empty()) conn_->unwatch(watching_, sink_.get());
+  watching_ = lower_.back();
+  conn_->watch(watching_, sink_);
+}
+
+spi::Attempt ZkAcquisition::grant(Clock::time_point basis) {
+  if (!watching_.empty()) {
+    conn_->unwatch(watching_, sink_.get());
+    watching_.clear();
+  }
+  auto lock = std::make_shared<ZkHeldLock>(std::string(req_.name), req_.mode, std::string(req_.owner_key),
+                                           static_cast<std::uint64_t>(czxid_),
+                                           basis + client_->safe_session_span(), conn_, node_);
+  granted_ = true;
+  conn_->holds().add(lock);  // marks it lost at once if the session just ended
+  return std::shared_ptr<spi::HeldLock>(std::move(lock));
+}
+
+}  // namespace dlock::zookeeper

@@ -1,0 +1,64 @@
+// ZkAcquisition: one acquire call on the zookeeper backend (brief §4.a).
+//
+// The first attempt creates our ephemeral-sequential node and, pipelined behind it without
+// waiting, lists the container's children (1 round trip: ZooKeeper answers one session's
+// requests in order, so the list contains our node). We hold the lock when no relevant
+// node is older than ours (exclusive: any; shared: an exclusive one). Otherwise we watch
+// only the youngest relevant older node (no herd) with a data watch, and keep the snapshot:
+// older nodes can only disappear, so when the watched one goes we are granted with no round
+// trip, or watch the next. The node is our queue place between attempts; the destructor
+// deletes it (guaranteed delete) unless an attempt returned a grant.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "client.h"
+#include "dlock/spi/backend.h"
+
+namespace dlock::zookeeper {
+
+class WaiterSink;
+
+class ZkAcquisition final : public spi::Acquisition {
+ public:
+  ZkAcquisition(std::shared_ptr<Client> client, const spi::AttemptRequest& request,
+                std::function<void()> wake);
+  ~ZkAcquisition() override;
+
+  spi::Attempt attempt() override;
+  std::chrono::milliseconds fallback_poll() const noexcept override;
+
+ private:
+  spi::Attempt enqueue(int depth);
+  spi::Attempt recover();
+  spi::Attempt relist();
+  spi::Attempt evaluate(const std::vector<std::string>& children, Clock::time_point sent, int depth);
+  spi::Attempt from_snapshot();
+  spi::Attempt grant(Clock::time_point basis);
+  void make_parent();
+  void watch_predecessor();
+  void delete_now_or_later(const std::string& node) noexcept;
+  void forget_session();
+
+  std::shared_ptr<Client> client_;
+  const spi::AttemptRequest& req_;
+  std::shared_ptr<WaiterSink> sink_;
+  const std::string parent_;
+  const char mode_;
+  std::shared_ptr<Conn> conn_;      // the session our node lives in
+  std::string id_;                  // 16 hex digits, in our node's name
+  std::string node_;                // our node's full path; empty: none (yet)
+  std::int64_t czxid_ = 0;
+  bool create_unknown_ = false;     // a create went out and its answer never came
+  bool need_list_ = false;          // our node exists but the listing failed
+  std::vector<std::string> lower_;  // the older relevant nodes (full paths), oldest first
+  std::string watching_;            // the node our watch is on; empty: none
+  bool granted_ = false;
+};
+
+}  // namespace dlock::zookeeper

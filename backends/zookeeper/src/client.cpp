@@ -1,0 +1,67 @@
+#include "client.h"
+
+#include <algorithm>
+
+#include "errors.h"
+
+namespace dlock::zookeeper {
+
+Client::Client(ZkOptions options)
+    : options_(std::move(options)), session_ms_(options_.session_timeout.count()) {
+  auto c = conn();
+  if (!options_.chroot.empty()) {
+    auto r = await(c->exists(options_.chroot));
+    if (!r) throw translate_error(options_.where, "checking the chroot", options_.chroot, kTimedOut);
+    if (r->rc == ZNONODE) {
+      throw Error(ErrorCode::invalid_argument,
+                  options_.where + ": the chroot " + options_.chroot +
+                      " does not exist (create it, or drop the path from the URI to use /" +
+                      options_.prefix + ")");
+    }
+    if (r->rc != ZOK) throw translate_error(options_.where, "checking the chroot", options_.chroot, r->rc);
+  }
+  ensure_node(*c, options_.root(), ZOO_PERSISTENT);
+}
+
+Clock::duration Client::safe_session_span() const noexcept {
+  const auto s = session_timeout();
+  return s - s / 100 - std::chrono::milliseconds(2);
+}
+
+void Client::note_session(const Conn& c) {
+  const long long negotiated = c.negotiated_timeout().count();
+  if (negotiated <= 0) return;
+  long long cur = session_ms_.load();
+  while (negotiated < cur && !session_ms_.compare_exchange_weak(cur, negotiated)) {
+  }
+}
+
+std::shared_ptr<Conn> Client::conn() {
+  std::shared_ptr<Conn> c;
+  {
+    std::lock_guard lk(mu_);
+    if (!current_ || current_->dead()) current_ = make_conn(options_, ++generation_);
+    c = current_;
+  }
+  if (c->connected()) {
+    note_session(*c);
+    return c;
+  }
+  if (!c->wait_connected(Clock::now() + options_.connect_timeout)) {
+    throw Error(ErrorCode::unavailable,
+                options_.where + ": no ZooKeeper session within connect_timeout (" +
+                    std::to_string(options_.connect_timeout.count()) +
+                    "ms): no server answers, or the ensemble has no quorum");
+  }
+  note_session(*c);
+  return c;
+}
+
+void Client::ensure_node(Conn& c, const std::string& path, int mode) {
+  auto r = await(c.create2(path, "", mode));
+  if (!r) throw translate_error(options_.where, "creating", path, kTimedOut);
+  if (r->rc == ZOK || r->rc == ZNODEEXISTS) return;
+  throw translate_error(options_.where, "creating", path, r->rc);
+}
+
+}  // namespace dlock::zookeeper

@@ -1,0 +1,392 @@
+#include "conn.h"
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+
+#include "dlock/error.h"
+#include "errors.h"
+#include "testing.h"
+
+namespace dlock::zookeeper {
+namespace {
+
+// The C client's own log: connection attempts and the like. Errors reach the caller as
+// dlock::Error instead, so it is dropped (it would otherwise go to stderr of the app).
+void drop_log(const char*) {}
+
+template <class T>
+struct Ctx {
+  std::shared_ptr<Reply<T>> reply;
+  Conn* conn;
+  Clock::time_point sent;
+};
+
+template <class T>
+Ctx<T>* new_ctx(Conn* c, const std::shared_ptr<Reply<T>>& r) {
+  return new Ctx<T>{r, c, Clock::now()};
+}
+
+template <class T>
+std::unique_ptr<Ctx<T>> take(const void* data) {
+  return std::unique_ptr<Ctx<T>>(static_cast<Ctx<T>*>(const_cast<void*>(data)));
+}
+
+// A server answer (any rc other than a transport failure) proves the session was alive
+// when the request was sent.
+template <class T>
+void note_answer(Ctx<T>& ctx, int rc) {
+  if (!is_transport_error(rc)) ctx.conn->answered(ctx.sent);
+}
+
+void on_create2(int rc, const char* path, const Stat* stat, const void* data) {
+  auto ctx = take<CreateReply>(data);
+  note_answer(*ctx, rc);
+  CreateReply r;
+  r.rc = rc;
+  if (rc == ZOK) {
+    if (path != nullptr) r.path = path;
+    if (stat != nullptr) r.czxid = stat->czxid;
+  }
+  ctx->reply->set(std::move(r));
+}
+
+void on_children(int rc, const String_vector* strings, const void* data) {
+  auto ctx = take<ChildrenReply>(data);
+  note_answer(*ctx, rc);
+  ChildrenReply r;
+  r.rc = rc;
+  if (rc == ZOK && strings != nullptr) {
+    r.children.reserve(static_cast<std::size_t>(strings->count));
+    for (int i = 0; i < strings->count; ++i) r.children.emplace_back(strings->data[i]);
+  }
+  ctx->reply->set(std::move(r));
+}
+
+void on_void(int rc, const void* data) {
+  auto ctx = take<int>(data);
+  note_answer(*ctx, rc);
+  ctx->reply->set(rc);
+}
+
+void on_stat(int rc, const Stat* stat, const void* data) {
+  auto ctx = take<StatReply>(data);
+  note_answer(*ctx, rc);
+  StatReply r;
+  r.rc = rc;
+  if (rc == ZOK && stat != nullptr) {
+    r.czxid = stat->czxid;
+    r.owner = stat->ephemeralOwner;
+  }
+  ctx->reply->set(r);
+}
+
+void on_auth(int, const void*) {}
+
+// testing.h: every Conn that ever connected, until it is destroyed.
+std::mutex g_live_mu;
+std::map<const Conn*, std::pair<std::string, testing::LiveSession>> g_live;  // root, session
+
+struct WatchCtx {
+  Conn* conn;
+  std::string path;
+  std::weak_ptr<WatchSink> sink;
+  Clock::time_point sent;
+};
+
+void on_watch_set(int rc, const char*, int, const Stat*, const void* data) {
+  std::unique_ptr<WatchCtx> ctx(static_cast<WatchCtx*>(const_cast<void*>(data)));
+  if (!is_transport_error(rc)) ctx->conn->answered(ctx->sent);
+  if (rc == ZOK) return;  // the watch is set: the event will come
+  auto sink = ctx->sink.lock();
+  if (!sink) return;
+  ctx->conn->unwatch(ctx->path, sink.get());
+  if (rc == ZNONODE) {
+    sink->node_gone(ctx->path);
+  } else {
+    sink->watch_failed(ctx->path);
+  }
+}
+
+}  // namespace
+
+Conn::Conn(const ZkOptions& o, std::uint64_t generation)
+    : generation_(generation),
+      authenticated_(!o.user.empty()),
+      hosts_(o.hosts),
+      root_(o.root()),
+      where_(o.where) {
+  const int timeout_ms = static_cast<int>(o.session_timeout.count());
+  errno = 0;
+  zh_ = zookeeper_init2(o.hosts.c_str(), &Conn::global_watcher, timeout_ms, nullptr, this, 0, &drop_log);
+  if (zh_ == nullptr) {
+    const int err = errno;
+    if (err == EINVAL) {
+      throw Error(ErrorCode::invalid_argument, where_ + ": the client refused the host list (" +
+                                                   std::strerror(err) + ")");
+    }
+    throw Error(ErrorCode::unavailable,
+                where_ + ": cannot start a session (" + std::strerror(err) + ", e.g. a host that does not resolve)");
+  }
+  if (authenticated_) {
+    const std::string cert = o.user + ":" + *o.password;
+    zoo_add_auth(zh_, "digest", cert.data(), static_cast<int>(cert.size()), &on_auth, nullptr);
+  }
+}
+
+Conn::~Conn() {
+  {
+    std::lock_guard lk(g_live_mu);
+    g_live.erase(this);
+  }
+  if (zh_ != nullptr) zookeeper_close(zh_);
+}
+
+void Conn::register_live(zhandle_t* zh) noexcept {
+  try {
+    const clientid_t* id = zoo_client_id(zh);
+    testing::LiveSession s;
+    s.hosts = hosts_;
+    s.id = id->client_id;
+    std::copy(std::begin(id->passwd), std::end(id->passwd), s.password.begin());
+    std::lock_guard lk(g_live_mu);
+    g_live[this] = {root_, s};
+  } catch (...) {
+  }
+}
+
+std::vector<testing::LiveSession> testing::sessions_under(const std::string& root) {
+  std::vector<LiveSession> out;
+  std::lock_guard lk(g_live_mu);
+  for (const auto& [conn, entry] : g_live) {
+    if (entry.first != root) continue;
+    out.push_back(entry.second);
+    out.back().dead = conn->dead();
+  }
+  return out;
+}
+
+std::shared_ptr<Conn> make_conn(const ZkOptions& options, std::uint64_t generation) {
+  return std::shared_ptr<Conn>(new Conn(options, generation),
+                               [](Conn* c) { post([c] { delete c; }); });
+}
+
+bool Conn::wait_connected(Clock::time_point deadline) {
+  std::unique_lock lk(mu_);
+  cv_.wait_until(lk, deadline, [&] { return connected_.load() || dead_.load(); });
+  return connected_.load() && !dead_.load();
+}
+
+std::int64_t Conn::session_id() const {
+  const clientid_t* id = zoo_client_id(zh_);
+  return id != nullptr ? id->client_id : 0;
+}
+
+void Conn::answered(Clock::time_point sent) noexcept {
+  const auto v = sent.time_since_epoch().count();
+  auto cur = last_answered_.load();
+  while (cur < v && !last_answered_.compare_exchange_weak(cur, v)) {
+  }
+}
+
+void Conn::note_own(const std::string& path) {
+  std::lock_guard lk(own_mu_);
+  own_.insert(path);
+}
+
+void Conn::forget_own(const std::string& path) noexcept {
+  std::lock_guard lk(own_mu_);
+  own_.erase(path);
+}
+
+bool Conn::owns(const std::string& path) const {
+  std::lock_guard lk(own_mu_);
+  return own_.contains(path);
+}
+
+const ACL_vector* Conn::acl() const noexcept {
+  return authenticated_ ? &ZOO_CREATOR_ALL_ACL : &ZOO_OPEN_ACL_UNSAFE;
+}
+
+std::shared_ptr<Reply<CreateReply>> Conn::create2(const std::string& path, const std::string& data, int mode) {
+  auto r = std::make_shared<Reply<CreateReply>>();
+  auto* ctx = new_ctx(this, r);
+  const int rc = zoo_acreate2(zh_, path.c_str(), data.data(), static_cast<int>(data.size()), acl(), mode,
+                              &on_create2, ctx);
+  if (rc != ZOK) {
+    delete ctx;
+    r->set(CreateReply{rc, {}, 0});
+  }
+  return r;
+}
+
+std::shared_ptr<Reply<ChildrenReply>> Conn::children(const std::string& path) {
+  auto r = std::make_shared<Reply<ChildrenReply>>();
+  auto* ctx = new_ctx(this, r);
+  const int rc = zoo_aget_children(zh_, path.c_str(), 0, &on_children, ctx);
+  if (rc != ZOK) {
+    delete ctx;
+    r->set(ChildrenReply{rc, {}});
+  }
+  return r;
+}
+
+std::shared_ptr<Reply<int>> Conn::remove(const std::string& path) {
+  auto r = std::make_shared<Reply<int>>();
+  auto* ctx = new_ctx(this, r);
+  const int rc = zoo_adelete(zh_, path.c_str(), -1, &on_void, ctx);
+  if (rc != ZOK) {
+    delete ctx;
+    r->set(rc);
+  }
+  return r;
+}
+
+std::shared_ptr<Reply<StatReply>> Conn::exists(const std::string& path) {
+  auto r = std::make_shared<Reply<StatReply>>();
+  auto* ctx = new_ctx(this, r);
+  const int rc = zoo_aexists(zh_, path.c_str(), 0, &on_stat, ctx);
+  if (rc != ZOK) {
+    delete ctx;
+    r->set(StatReply{rc, 0, 0});
+  }
+  return r;
+}
+
+void Conn::watch(const std::string& path, const std::shared_ptr<WatchSink>& sink) {
+  {
+    std::lock_guard lk(watch_mu_);
+    auto& list = watchers_[path];
+    std::erase_if(list, [](const auto& w) { return w.expired(); });
+    list.push_back(sink);
+  }
+  // Registered before the request goes out, so an event racing the answer is not missed.
+  auto* ctx = new WatchCtx{this, path, sink, Clock::now()};
+  const int rc = zoo_awget(zh_, path.c_str(), &Conn::node_watcher, this, &on_watch_set, ctx);
+  if (rc != ZOK) {
+    delete ctx;
+    unwatch(path, sink.get());
+    sink->watch_failed(path);
+  }
+}
+
+void Conn::unwatch(const std::string& path, const WatchSink* sink) noexcept {
+  std::lock_guard lk(watch_mu_);
+  auto it = watchers_.find(path);
+  if (it == watchers_.end()) return;
+  std::erase_if(it->second, [&](const auto& w) {
+    auto s = w.lock();
+    return !s || s.get() == sink;
+  });
+  if (it->second.empty()) watchers_.erase(it);
+}
+
+void Conn::notify_path(const std::string& path, bool gone) {
+  std::vector<std::weak_ptr<WatchSink>> sinks;
+  {
+    std::lock_guard lk(watch_mu_);
+    auto it = watchers_.find(path);
+    if (it == watchers_.end()) return;
+    sinks = std::move(it->second);
+    watchers_.erase(it);
+  }
+  for (auto& w : sinks) {
+    if (auto s = w.lock()) {
+      if (gone) {
+        s->node_gone(path);
+      } else {
+        s->watch_failed(path);
+      }
+    }
+  }
+}
+
+void Conn::node_watcher(zhandle_t*, int type, int, const char* path, void* ctx) {
+  // Per-node watchers also hear every session event (the C client's
+  // collect_session_watchers): those are handled by the global watcher alone.
+  if (type == ZOO_SESSION_EVENT || path == nullptr) return;
+  auto* self = static_cast<Conn*>(ctx);
+  self->notify_path(path, type == ZOO_DELETED_EVENT);
+}
+
+void Conn::global_watcher(zhandle_t* zh, int type, int state, const char*, void* ctx) {
+  if (type != ZOO_SESSION_EVENT) return;
+  auto* self = static_cast<Conn*>(ctx);
+  if (state == ZOO_CONNECTED_STATE) {
+    // `zh`, not zh_: the first CONNECTED may arrive before zookeeper_init2 has returned.
+    self->negotiated_ms_ = zoo_recv_timeout(zh);
+    self->register_live(zh);
+  }
+  self->on_session_state(state);
+}
+
+void Conn::on_session_state(int state) {
+  if (state == ZOO_CONNECTED_STATE) {
+    {
+      std::lock_guard lk(mu_);
+      connected_ = true;
+    }
+    cv_.notify_all();
+  } else if (state == ZOO_EXPIRED_SESSION_STATE || state == ZOO_AUTH_FAILED_STATE) {
+    expire();
+  } else {
+    // CONNECTING / ASSOCIATING: the client moves to another member within the session.
+    // Holds stay: their S-based expiry estimate decides (the probes stop being answered).
+    std::lock_guard lk(mu_);
+    connected_ = false;
+  }
+}
+
+void Conn::expire() {
+  {
+    std::lock_guard lk(mu_);
+    if (dead_.exchange(true)) return;
+    connected_ = false;
+  }
+  cv_.notify_all();
+  // No NODE_DELETED arrives for our own nodes after an expiry: the session event is the
+  // only signal, so it drives the fan-out.
+  holds_.mark_all_lost();
+  std::map<std::string, std::vector<std::weak_ptr<WatchSink>>> all;
+  {
+    std::lock_guard lk(watch_mu_);
+    all.swap(watchers_);
+  }
+  for (auto& [path, sinks] : all) {
+    for (auto& w : sinks) {
+      if (auto s = w.lock()) s->session_ended();
+    }
+  }
+}
+
+namespace {
+
+struct DeleteCtx {
+  std::shared_ptr<Conn> conn;  // keeps the session open until the delete is settled
+  std::string path;
+  Clock::time_point sent;
+};
+
+void on_guaranteed_delete(int rc, const void* data) {
+  std::unique_ptr<DeleteCtx> ctx(static_cast<DeleteCtx*>(const_cast<void*>(data)));
+  if (!is_transport_error(rc)) ctx->conn->answered(ctx->sent);
+  if (rc == ZOK || rc == ZNONODE || !is_transport_error(rc) || ctx->conn->dead()) return;
+  // Not settled (connection lost, timeout): again a little later, from the worker.
+  post([conn = std::move(ctx->conn), path = std::move(ctx->path)]() mutable {
+         Conn::guaranteed_delete(std::move(conn), std::move(path));
+       },
+       Clock::now() + std::chrono::milliseconds(100));
+}
+
+}  // namespace
+
+void Conn::guaranteed_delete(std::shared_ptr<Conn> conn, std::string path) {
+  if (!conn || conn->dead()) return;  // the node died with its session
+  conn->forget_own(path);
+  zhandle_t* zh = conn->zh_;
+  auto* ctx = new DeleteCtx{std::move(conn), std::move(path), Clock::now()};
+  const int rc = zoo_adelete(zh, ctx->path.c_str(), -1, &on_guaranteed_delete, ctx);
+  if (rc != ZOK) delete ctx;  // ZINVALIDSTATE: the handle is dead, and the node with it
+}
+
+}  // namespace dlock::zookeeper

@@ -1,0 +1,172 @@
+// Conn: one ZooKeeper session (one zhandle_t), its asynchronous requests, its node watches
+// and the holds granted on it.
+//
+// Threads: the C client (built -DTHREADED) runs an I/O thread and a completion thread per
+// handle. Completions and watch events run on the completion thread and only fill Replies
+// or notify WatchSinks; callers wait on Replies with their own deadline. A Conn is always
+// owned by a shared_ptr from make_conn(), whose deleter hands zookeeper_close to the worker
+// thread (never the completion thread, never a caller that must not block).
+//
+// A Conn never outlives its session: once expired (or auth failed) it is dead for good,
+// every hold on it is marked lost and every watcher is woken; the Client opens a new Conn
+// (a new session, a new generation) for later requests. Nothing is ever re-attached.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <set>
+#include <string>
+#include <vector>
+
+#include <zookeeper/zookeeper.h>
+
+#include "dlock/spi/session_holds.h"
+#include "options.h"
+#include "worker.h"
+
+namespace dlock::zookeeper {
+
+// The answer to one asynchronous request, filled by its completion.
+template <class T>
+class Reply {
+ public:
+  void set(T value) {
+    {
+      std::lock_guard lk(mu_);
+      value_ = std::move(value);
+    }
+    cv_.notify_all();
+  }
+  // The answer, or nullopt if none came by `deadline`.
+  std::optional<T> wait_until(Clock::time_point deadline) {
+    std::unique_lock lk(mu_);
+    cv_.wait_until(lk, deadline, [&] { return value_.has_value(); });
+    return value_;
+  }
+
+ private:
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::optional<T> value_;
+};
+
+struct CreateReply {
+  int rc = 0;
+  std::string path;          // the created node (with its sequence suffix)
+  std::int64_t czxid = 0;
+};
+struct ChildrenReply {
+  int rc = 0;
+  std::vector<std::string> children;
+};
+struct StatReply {
+  int rc = 0;
+  std::int64_t czxid = 0;
+  std::int64_t owner = 0;  // ephemeralOwner
+};
+
+// Told about one watched node. Calls come from the completion thread: never block.
+class WatchSink {
+ public:
+  virtual ~WatchSink() = default;
+  // The node is gone (deleted, or did not exist when the watch was set).
+  virtual void node_gone(const std::string& path) noexcept = 0;
+  // The watch could not be set or was triggered by something other than a deletion (a
+  // data change, a connection loss before the answer): set it again.
+  virtual void watch_failed(const std::string& path) noexcept = 0;
+  // The session expired: every node of it is gone, every watch too.
+  virtual void session_ended() noexcept = 0;
+};
+
+class Conn {
+ public:
+  Conn(const ZkOptions& options, std::uint64_t generation);
+  ~Conn();  // zookeeper_close: blocks; only ever run by the worker (see make_conn)
+  Conn(const Conn&) = delete;
+  Conn& operator=(const Conn&) = delete;
+
+  std::uint64_t generation() const noexcept { return generation_; }
+  // Waits until the session is connected (true), dead or `deadline` (false).
+  bool wait_connected(Clock::time_point deadline);
+  bool connected() const noexcept { return connected_.load(); }
+  // Expired or auth failed: the session and every node of it are gone for good.
+  bool dead() const noexcept { return dead_.load(); }
+  // The session timeout the server granted (0 before the first CONNECTED).
+  std::chrono::milliseconds negotiated_timeout() const noexcept {
+    return std::chrono::milliseconds(negotiated_ms_.load());
+  }
+  std::int64_t session_id() const;
+  // Send time of the newest request the server answered on this session: the server
+  // cannot expire the session before it + S.
+  Clock::time_point last_answered_sent() const noexcept {
+    return Clock::time_point(Clock::duration(last_answered_.load()));
+  }
+  void answered(Clock::time_point sent) noexcept;
+
+  std::shared_ptr<Reply<CreateReply>> create2(const std::string& path, const std::string& data, int mode);
+  std::shared_ptr<Reply<ChildrenReply>> children(const std::string& path);
+  std::shared_ptr<Reply<int>> remove(const std::string& path);
+  std::shared_ptr<Reply<StatReply>> exists(const std::string& path);
+
+  // Sets a data watch (getData, never exists: an exists watch on a missing node would stay
+  // on the server) on `path` for `sink`, which hears node_gone / watch_failed from the
+  // completion or the event. Several sinks may watch one path.
+  void watch(const std::string& path, const std::shared_ptr<WatchSink>& sink);
+  void unwatch(const std::string& path, const WatchSink* sink) noexcept;
+
+  // Deletes `path` in the background, retrying until it is gone, the session is dead or
+  // the process exits (no orphan node after a failed release or an abandoned acquire).
+  static void guaranteed_delete(std::shared_ptr<Conn> conn, std::string path);
+
+  // The lock nodes this session created and has not deleted yet. A deletion of one of them
+  // may be this very session ending (its ephemerals go first, the EXPIRED event may come
+  // later), so a waiter must not take it as a hand-off without asking the server.
+  void note_own(const std::string& path);
+  void forget_own(const std::string& path) noexcept;
+  bool owns(const std::string& path) const;
+
+  spi::SessionHolds& holds() noexcept { return holds_; }
+  const ACL_vector* acl() const noexcept;
+  const std::string& where() const noexcept { return where_; }
+
+ private:
+  static void global_watcher(zhandle_t*, int type, int state, const char* path, void* ctx);
+  static void node_watcher(zhandle_t*, int type, int state, const char* path, void* ctx);
+  void on_session_state(int state);
+  void notify_path(const std::string& path, bool gone);
+  void expire();
+  void register_live(zhandle_t* zh) noexcept;  // for testing.h
+
+  const std::uint64_t generation_;
+  const bool authenticated_;
+  const std::string hosts_;
+  const std::string root_;
+  const std::string where_;
+  zhandle_t* zh_ = nullptr;
+  std::atomic<bool> connected_{false};
+  std::atomic<bool> dead_{false};
+  std::atomic<int> negotiated_ms_{0};
+  std::atomic<Clock::rep> last_answered_{0};
+  std::mutex mu_;
+  std::condition_variable cv_;  // connected_ / dead_ changes
+  std::mutex watch_mu_;
+  std::map<std::string, std::vector<std::weak_ptr<WatchSink>>> watchers_;  // guarded by watch_mu_
+  std::vector<std::weak_ptr<WatchSink>> all_sinks_;                        // guarded by watch_mu_
+  spi::SessionHolds holds_;
+  mutable std::mutex own_mu_;
+  std::set<std::string> own_;  // guarded by own_mu_
+};
+
+// Starts a session (returns at once; wait_connected() to wait). Throws Error(unavailable)
+// if the handle cannot be created, Error(invalid_argument) for a connect string the client
+// refuses.
+std::shared_ptr<Conn> make_conn(const ZkOptions& options, std::uint64_t generation);
+
+}  // namespace dlock::zookeeper

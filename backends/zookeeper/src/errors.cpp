@@ -1,0 +1,34 @@
+#include "errors.h"
+
+#include <string>
+
+#include <zookeeper/zookeeper.h>
+
+namespace dlock::zookeeper {
+
+bool is_transport_error(int rc) noexcept {
+  return rc == kTimedOut || rc == ZCONNECTIONLOSS || rc == ZOPERATIONTIMEOUT ||
+         rc == ZSESSIONEXPIRED || rc == ZSESSIONMOVED || rc == ZINVALIDSTATE || rc == ZCLOSING ||
+         rc == ZTHROTTLEDOP || rc == ZSYSTEMERROR || rc == ZNOTREADONLY;
+}
+
+Error translate_error(std::string_view where, std::string_view doing, std::string_view node, int rc) {
+  std::string msg = std::string(where) + ": " + std::string(doing);
+  if (!node.empty()) msg += " " + std::string(node);
+  if (rc == kTimedOut) {
+    return Error(ErrorCode::unavailable, msg + ": no answer within command_timeout");
+  }
+  msg += ": ";
+  msg += zerror(rc);
+  msg += " (" + std::to_string(rc) + ")";
+  if (is_transport_error(rc)) return Error(ErrorCode::unavailable, msg);
+  if (rc == ZNOAUTH || rc == ZAUTHFAILED || rc == ZINVALIDACL) {
+    return Error(ErrorCode::invalid_argument,
+                 msg + " (the node's ACL denies this client: check the credentials in the URI)");
+  }
+  if (rc == ZBADARGUMENTS) return Error(ErrorCode::invalid_argument, msg);
+  if (rc == ZUNIMPLEMENTED) return Error(ErrorCode::unsupported, msg);
+  return Error(ErrorCode::internal, msg);
+}
+
+}  // namespace dlock::zookeeper

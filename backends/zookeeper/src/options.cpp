@@ -1,0 +1,93 @@
+#include "options.h"
+
+#include "dlock/error.h"
+
+namespace dlock::zookeeper {
+namespace {
+
+[[noreturn]] void bad(const Uri& uri, const std::string& what) {
+  throw Error(ErrorCode::invalid_argument, what + " in " + uri.redacted());
+}
+
+// ZooKeeper rejects empty segments, "." and "..", NUL and a few control ranges in paths
+// (PathUtils.validatePath); we accept the printable subset and refuse the rest up front,
+// so a typo is named here and not as a server error later.
+bool valid_segment(std::string_view s) {
+  if (s.empty() || s == "." || s == "..") return false;
+  for (char ch : s) {
+    const auto c = static_cast<unsigned char>(ch);
+    if (c <= 0x20 || c == 0x7f || c == '/') return false;
+  }
+  return true;
+}
+
+std::string host_port(const HostPort& hp) {
+  const bool v6 = hp.host.find(':') != std::string::npos;
+  return (v6 ? "[" + hp.host + "]" : hp.host) + ":" + std::to_string(hp.port ? hp.port : 2181);
+}
+
+}  // namespace
+
+ZkOptions parse_options(const Uri& uri) {
+  if (uri.scheme == "zks" || uri.scheme == "zookeeper+tls") {
+    throw Error(ErrorCode::unsupported,
+                "zks:// (TLS to ZooKeeper) is not supported: Debian's ZooKeeper C client is built "
+                "without OpenSSL (no zookeeper_init_ssl); use zk:// on a trusted network or a TLS "
+                "tunnel, in " + uri.redacted());
+  }
+  ZkOptions o;
+  if (uri.hosts.empty() || uri.hosts[0].host.empty()) bad(uri, "zk:// needs at least one host");
+  for (const auto& hp : uri.hosts) {
+    if (hp.host.empty()) bad(uri, "empty host in the host list");
+    if (!o.hosts.empty()) o.hosts += ',';
+    o.hosts += host_port(hp);
+  }
+  o.where = "zookeeper " + o.hosts;
+
+  o.user = uri.user;
+  o.password = uri.password;
+  if (!o.user.empty() && !o.password) bad(uri, "a ZooKeeper digest user needs a password (user:password@)");
+  if (o.user.empty() && o.password) bad(uri, "a password needs a user (digest auth is user:password@)");
+  if (o.user.find(':') != std::string::npos) bad(uri, "a digest user must not contain ':'");
+
+  if (!uri.path.empty() && uri.path != "/") {
+    std::string_view p = uri.path;
+    if (p.back() == '/') p.remove_suffix(1);
+    std::string_view rest = p.substr(1);
+    bool first = true;
+    while (true) {
+      const auto slash = rest.find('/');
+      const std::string_view seg = rest.substr(0, slash);
+      if (!valid_segment(seg)) bad(uri, "chroot \"" + std::string(p) + "\" is not a valid ZooKeeper path");
+      if (first && seg == "zookeeper") bad(uri, "chroot must not be under /zookeeper (the server's own tree)");
+      first = false;
+      if (slash == std::string_view::npos) break;
+      rest = rest.substr(slash + 1);
+    }
+    o.chroot = std::string(p);
+  }
+
+  UriParams params(uri);
+  if (auto sasl = params.take_string("sasl")) {
+    throw Error(ErrorCode::unsupported,
+                "SASL is not supported: Debian's ZooKeeper C client is built without Cyrus SASL "
+                "(no zookeeper_init_sasl); use digest auth (user:password@), in " + uri.redacted());
+  }
+  if (auto prefix = params.take_string("prefix")) {
+    if (!valid_segment(*prefix)) {
+      bad(uri, "prefix must be one node name (no '/', not empty, \".\" or \"..\", no spaces or control bytes)");
+    }
+    if (o.chroot.empty() && *prefix == "zookeeper") bad(uri, "prefix \"zookeeper\" is the server's own tree");
+    if (prefix->size() > 256) bad(uri, "prefix is longer than 256 bytes");
+    o.prefix = *prefix;
+  }
+  if (auto d = params.take_duration("session_timeout")) o.session_timeout = *d;
+  if (auto d = params.take_duration("connect_timeout")) o.connect_timeout = *d;
+  if (auto d = params.take_duration("command_timeout")) o.command_timeout = *d;
+  if (o.session_timeout < std::chrono::milliseconds(100)) bad(uri, "session_timeout must be at least 100ms");
+  if (o.session_timeout > std::chrono::hours(24)) bad(uri, "session_timeout must be at most 24h");
+  params.finish();
+  return o;
+}
+
+}  // namespace dlock::zookeeper

@@ -1,0 +1,102 @@
+#include "zk_backend.h"
+
+#include <map>
+
+#include "acquisition.h"
+#include "errors.h"
+#include "held_lock.h"
+#include "names.h"
+
+namespace dlock::zookeeper {
+
+ZkBackend::ZkBackend(ZkOptions options) : client_(std::make_shared<Client>(std::move(options))) {
+  caps_.reentrant = true;  // in the core
+  caps_.read_write = true;
+  caps_.fair = true;  // the node order is FIFO for everyone
+  caps_.fencing = true;
+  caps_.push_wakeup = true;
+  caps_.liveness = Liveness::session;
+  caps_.max_name_bytes = kMaxNameBytes;
+  const auto s = client_->session_timeout();
+  caps_.default_lease = s;
+  caps_.lost_signal_bound = s;
+  caps_.crash_release_bound = s;
+}
+
+std::unique_ptr<spi::Acquisition> ZkBackend::begin_acquire(const spi::AttemptRequest& request,
+                                                           std::function<void()> wake) {
+  return std::make_unique<ZkAcquisition>(client_, request, std::move(wake));
+}
+
+bool ZkBackend::release(spi::HeldLock& lock) {
+  auto& zl = static_cast<ZkHeldLock&>(lock);
+  const auto& conn = zl.conn();
+  conn->holds().remove(zl);
+  conn->unwatch(zl.path(), &zl);
+  if (conn->dead()) {
+    zl.settle();
+    return false;  // the node died with its session
+  }
+  const bool first = zl.settle();
+  conn->forget_own(zl.path());
+  auto r = client_->await(conn->remove(zl.path()));
+  if (!r || is_transport_error(*r)) {
+    // Never drop the node while it may remain (it would block the name for the session's
+    // life): keep deleting it in the background, and tell the caller we could not confirm.
+    Conn::guaranteed_delete(conn, zl.path());
+    throw translate_error(conn->where(), "deleting", zl.path(), r ? *r : kTimedOut);
+  }
+  if (*r == ZOK) return true;
+  if (*r == ZNONODE) {
+    // After an unconfirmed first attempt, our own background delete may have removed it.
+    return !first && !conn->dead();
+  }
+  throw translate_error(conn->where(), "deleting", zl.path(), *r);
+}
+
+void ZkBackend::extend_many(std::span<spi::HeldLock* const> locks, std::chrono::milliseconds,
+                            std::span<spi::RenewStatus> out) noexcept {
+  struct Probe {
+    Clock::time_point sent;
+    std::shared_ptr<Reply<StatReply>> reply;
+  };
+  std::map<Conn*, Probe> probes;
+  for (std::size_t i = 0; i < locks.size(); ++i) {
+    auto* zl = static_cast<ZkHeldLock*>(locks[i]);
+    const auto& conn = zl->conn();
+    if (conn->dead() || zl->lost() || zl->settled()) {
+      out[i] = spi::RenewStatus::not_held;
+      continue;
+    }
+    out[i] = spi::RenewStatus::failed;
+    try {
+      if (!probes.contains(conn.get())) {
+        const auto sent = Clock::now();
+        probes.emplace(conn.get(), Probe{sent, conn->exists(client_->options().root())});
+      }
+      if (zl->start_watching()) conn->watch(zl->path(), zl->shared_from_this());
+    } catch (...) {
+      // out of memory: stays failed
+    }
+  }
+  std::map<Conn*, bool> answered;
+  for (auto& [conn, probe] : probes) {
+    auto r = client_->await(probe.reply);
+    answered[conn] = r && !is_transport_error(r->rc);
+  }
+  const auto span = client_->safe_session_span();
+  for (std::size_t i = 0; i < locks.size(); ++i) {
+    if (out[i] == spi::RenewStatus::not_held) continue;
+    auto* zl = static_cast<ZkHeldLock*>(locks[i]);
+    auto it = probes.find(zl->conn().get());
+    if (it == probes.end() || !answered[it->first]) continue;
+    if (zl->lost()) {  // its node was deleted from outside (the watch said so)
+      out[i] = spi::RenewStatus::not_held;
+      continue;
+    }
+    zl->set_server_expiry(it->second.sent + span);
+    out[i] = spi::RenewStatus::renewed;
+  }
+}
+
+}  // namespace dlock::zookeeper

@@ -1,0 +1,200 @@
+// Integration tests of the zookeeper backend against a real server (labels zookeeper;
+// integration): node layout, fencing token = czxid, try-once leaves nothing, open errors,
+// session expiry fan-out, digest ACLs.
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <chrono>
+#include <thread>
+
+#include "dlock/dlock.h"
+#include "names.h"
+#include "test_server.h"
+#include "testing.h"
+
+namespace dlock::zookeeper::test {
+namespace {
+
+using namespace std::chrono_literals;
+using Clock = std::chrono::steady_clock;
+
+ErrorCode open_error(const std::string& uri, std::string* msg = nullptr) {
+  try {
+    auto p = dlock::open(uri);
+    (void)p->try_lock("x");
+  } catch (const Error& e) {
+    if (msg) *msg = e.message();
+    return e.code();
+  }
+  ADD_FAILURE() << uri << " opened and locked";
+  return ErrorCode::internal;
+}
+
+TEST(ZkBackend, NodeLayoutAndTokenIsTheNodesCzxid) {
+  const auto prefix = fresh_prefix();
+  auto p = dlock::open(uri_for(prefix));
+  EXPECT_EQ(p->capabilities().liveness, Liveness::session);
+  EXPECT_EQ(p->capabilities().default_lease, 1000ms);  // the negotiated S
+  auto lease = p->try_lock("orders/42.x");
+  ASSERT_TRUE(lease);
+  auto zh = raw();
+  const std::string parent = "/" + prefix + "/" + encode_name("orders/42.x");
+  EXPECT_EQ(parent, "/" + prefix + "/orders%2F42%2Ex");
+  auto kids = children(zh.get(), parent);
+  ASSERT_EQ(kids.size(), 1u);
+  auto child = parse_child(kids[0]);
+  ASSERT_TRUE(child);
+  EXPECT_EQ(child->mode, 'x');
+  Stat st{};
+  ASSERT_EQ(zoo_exists(zh.get(), (parent + "/" + kids[0]).c_str(), 0, &st), ZOK);
+  EXPECT_EQ(lease->fencing_token(), static_cast<std::uint64_t>(st.czxid));
+  EXPECT_NE(st.ephemeralOwner, 0);
+  EXPECT_TRUE(lease->release());
+  EXPECT_TRUE(children(zh.get(), parent).empty());
+  // The per-name parent is a container: the server reaps it once empty (the test server
+  // checks every second: -Dznode.container.checkIntervalMs=1000 in scripts/servers.sh).
+  const auto deadline = Clock::now() + 5s;
+  while (zoo_exists(zh.get(), parent.c_str(), 0, nullptr) == ZOK && Clock::now() < deadline) {
+    std::this_thread::sleep_for(50ms);
+  }
+  EXPECT_EQ(zoo_exists(zh.get(), parent.c_str(), 0, nullptr), ZNONODE) << "the empty container stayed";
+  // And the name still works after its container was reaped.
+  auto again = p->try_lock("orders/42.x");
+  ASSERT_TRUE(again);
+  EXPECT_GT(again->fencing_token(), lease->fencing_token());
+}
+
+TEST(ZkBackend, TryOnceWhenBusyLeavesNoNode) {
+  const auto prefix = fresh_prefix();
+  auto a = dlock::open(uri_for(prefix));
+  auto b = dlock::open(uri_for(prefix));
+  auto held = a->try_lock("n");
+  ASSERT_TRUE(held);
+  auto zh = raw();
+  for (int i = 0; i < 20; ++i) EXPECT_FALSE(b->try_lock("n"));
+  // The busy attempt's delete is not awaited; it lands within a round trip or two.
+  const auto deadline = Clock::now() + 2s;
+  while (lock_nodes(zh.get(), prefix).size() != 1 && Clock::now() < deadline) std::this_thread::sleep_for(5ms);
+  EXPECT_EQ(lock_nodes(zh.get(), prefix).size(), 1u);
+  EXPECT_TRUE(held->release());
+  EXPECT_TRUE(lock_nodes(zh.get(), prefix).empty());
+}
+
+TEST(ZkBackend, WaiterIsHandedTheLockAndTokensIncrease) {
+  const auto prefix = fresh_prefix();
+  auto a = dlock::open(uri_for(prefix));
+  auto b = dlock::open(uri_for(prefix));
+  auto first = a->try_lock("n");
+  ASSERT_TRUE(first);
+  const auto t1 = first->fencing_token();
+  std::atomic<std::uint64_t> t2{0};
+  std::thread waiter([&] {
+    auto l = b->try_lock("n", Wait::for_duration(5s));
+    if (l) {
+      t2 = l->fencing_token();
+      l->release();
+    }
+  });
+  std::this_thread::sleep_for(200ms);
+  EXPECT_TRUE(first->release());
+  waiter.join();
+  EXPECT_GT(t2.load(), t1);
+}
+
+TEST(ZkBackend, MissingChrootIsAClearError) {
+  std::string msg;
+  EXPECT_EQ(open_error("zk://" + hosts() + "/no-such-chroot-here?connect_timeout=1s", &msg),
+            ErrorCode::invalid_argument);
+  EXPECT_NE(msg.find("/no-such-chroot-here"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("does not exist"), std::string::npos) << msg;
+}
+
+TEST(ZkBackend, ExistingChrootHoldsThePrefix) {
+  auto zh = raw();
+  const std::string chroot = "/" + fresh_prefix();
+  ASSERT_EQ(zoo_create(zh.get(), chroot.c_str(), "", 0, &ZOO_OPEN_ACL_UNSAFE, ZOO_PERSISTENT, nullptr, 0), ZOK);
+  auto p = dlock::open("zk://" + hosts() + chroot + "?prefix=locks&session_timeout=1s");
+  auto l = p->try_lock("a");
+  ASSERT_TRUE(l);
+  EXPECT_EQ(children(zh.get(), chroot + "/locks/a").size(), 1u);
+  EXPECT_TRUE(l->release());
+}
+
+TEST(ZkBackend, ClosedPortIsUnavailableWithinConnectTimeout) {
+  const auto start = Clock::now();
+  std::string msg;
+  EXPECT_EQ(open_error("zk://127.0.0.1:1/?connect_timeout=300ms", &msg), ErrorCode::unavailable);
+  EXPECT_LT(Clock::now() - start, 1500ms);
+  EXPECT_NE(msg.find("connect_timeout"), std::string::npos) << msg;
+}
+
+TEST(ZkBackend, SessionExpiryFiresLostOnEveryHoldAtOnce) {
+  const auto prefix = fresh_prefix();
+  auto p = dlock::open(uri_for(prefix));
+  auto l1 = p->try_lock("a");
+  auto l2 = p->try_lock("b");
+  auto l3 = p->try_lock_shared("c");
+  ASSERT_TRUE(l1 && l2 && l3);
+  auto sessions = testing::sessions_under("/" + prefix);
+  ASSERT_EQ(sessions.size(), 1u);
+  clientid_t id{};
+  id.client_id = sessions[0].id;
+  std::copy(sessions[0].password.begin(), sessions[0].password.end(), id.passwd);
+  auto all_lost = [&] {
+    return l1->lost_token().stop_requested() && l2->lost_token().stop_requested() &&
+           l3->lost_token().stop_requested();
+  };
+  // Take the session over with its id and password, then close it: the server ends it. If
+  // the provider reconnects in between it takes the session back and the close does not end
+  // it, so try a few rounds; each round's timing is what is checked.
+  Clock::duration took{};
+  for (int round = 0; round < 5 && !all_lost(); ++round) {
+    zhandle_t* twin = zookeeper_init(hosts().c_str(), nullptr, 1000, &id, nullptr, 0);
+    ASSERT_NE(twin, nullptr);
+    const auto connected = Clock::now() + 3s;
+    while (zoo_state(twin) != ZOO_CONNECTED_STATE && Clock::now() < connected) std::this_thread::sleep_for(2ms);
+    zookeeper_close(twin);
+    const auto closed = Clock::now();
+    while (!all_lost() && Clock::now() < closed + 1s) std::this_thread::sleep_for(1ms);
+    took = Clock::now() - closed;
+  }
+  EXPECT_TRUE(l1->lost_token().stop_requested());
+  EXPECT_TRUE(l2->lost_token().stop_requested());
+  EXPECT_TRUE(l3->lost_token().stop_requested());
+  EXPECT_LT(took, 500ms) << "lost must come from the session event, not the S-based estimate";
+  // A new session serves the same provider; the names are free (the old nodes died).
+  auto again = p->try_lock("a", Wait::for_duration(2s));
+  ASSERT_TRUE(again);
+  EXPECT_GT(again->fencing_token(), l1->fencing_token());
+  EXPECT_TRUE(again->release());
+}
+
+TEST(ZkBackend, DigestCredentialsProtectTheNodes) {
+  const auto prefix = fresh_prefix();
+  auto p = dlock::open("zk://alice:pw-alice@" + hosts() + "/?prefix=" + prefix + "&session_timeout=1s");
+  EXPECT_EQ(p->uri().find("pw-alice"), std::string::npos);
+  auto l = p->try_lock("n");
+  ASSERT_TRUE(l);
+  auto alice = raw("alice:pw-alice");
+  auto nodes = lock_nodes(alice.get(), prefix);
+  ASSERT_EQ(nodes.size(), 1u);
+  auto mallory = raw("mallory:other");
+  String_vector v{};
+  EXPECT_EQ(zoo_get_children(mallory.get(), ("/" + prefix).c_str(), 0, &v), ZNOAUTH);
+  EXPECT_EQ(zoo_delete(mallory.get(), nodes[0].c_str(), -1), ZNOAUTH);
+  // Another identity cannot queue on a name alice's container protects: a clear error.
+  std::string msg;
+  try {
+    auto q = dlock::open("zk://mallory:other@" + hosts() + "/?prefix=" + prefix + "&session_timeout=1s");
+    (void)q->try_lock("n");
+    ADD_FAILURE() << "mallory queued under alice's container";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), ErrorCode::invalid_argument) << e.what();
+    EXPECT_NE(std::string(e.what()).find(prefix), std::string::npos) << e.what();
+    EXPECT_EQ(std::string(e.what()).find("other"), std::string::npos) << e.what();
+  }
+  EXPECT_TRUE(l->release());
+}
+
+}  // namespace
+}  // namespace dlock::zookeeper::test

@@ -1,0 +1,66 @@
+#include "test_server.h"
+
+#include <unistd.h>
+
+#include <atomic>
+#include <chrono>
+#include <cstdlib>
+#include <stdexcept>
+#include <thread>
+
+namespace dlock::zookeeper::test {
+namespace {
+void quiet(zhandle_t*, int, int, const char*, void*) {}
+}  // namespace
+
+std::string hosts() {
+  const char* v = std::getenv("DLOCK_TEST_ZOOKEEPER_URI");
+  if (v == nullptr || *v == '\0') throw std::runtime_error("DLOCK_TEST_ZOOKEEPER_URI not set");
+  std::string s = v;
+  if (s.rfind("zk://", 0) == 0) s = s.substr(5);
+  return s.substr(0, s.find('/'));
+}
+
+std::string fresh_prefix() {
+  static std::atomic<int> n{0};
+  return "zkt-" + std::to_string(::getpid()) + "-" + std::to_string(n++);
+}
+
+std::string uri_for(const std::string& prefix, const std::string& extra) {
+  return "zk://" + hosts() + "/?prefix=" + prefix +
+         "&session_timeout=1s&connect_timeout=1s&command_timeout=1s" + extra;
+}
+
+Handle raw(const std::string& digest) {
+  zoo_set_debug_level(ZOO_LOG_LEVEL_ERROR);
+  Handle zh(zookeeper_init(hosts().c_str(), &quiet, 4000, nullptr, nullptr, 0));
+  if (!zh) throw std::runtime_error("zookeeper_init failed");
+  if (!digest.empty()) zoo_add_auth(zh.get(), "digest", digest.data(), static_cast<int>(digest.size()), nullptr, nullptr);
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+  while (zoo_state(zh.get()) != ZOO_CONNECTED_STATE) {
+    if (std::chrono::steady_clock::now() > deadline) throw std::runtime_error("raw handle: no session");
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  return zh;
+}
+
+std::vector<std::string> children(zhandle_t* zh, const std::string& path) {
+  String_vector v{};
+  std::vector<std::string> out;
+  const int rc = zoo_get_children(zh, path.c_str(), 0, &v);
+  if (rc == ZNONODE) return out;
+  if (rc != ZOK) throw std::runtime_error("listing " + path + ": " + zerror(rc));
+  for (int i = 0; i < v.count; ++i) out.emplace_back(v.data[i]);
+  deallocate_String_vector(&v);
+  return out;
+}
+
+std::vector<std::string> lock_nodes(zhandle_t* zh, const std::string& prefix) {
+  std::vector<std::string> out;
+  for (const auto& c : children(zh, "/" + prefix)) {
+    for (const auto& n : children(zh, "/" + prefix + "/" + c)) out.push_back("/" + prefix + "/" + c + "/" + n);
+  }
+  return out;
+}
+
+}  // namespace dlock::zookeeper::test

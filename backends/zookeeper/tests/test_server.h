@@ -1,0 +1,31 @@
+// The integration tests' server: DLOCK_TEST_ZOOKEEPER_URI (scripts/servers.sh start zookeeper),
+// a fresh prefix per test, and a raw synchronous C-client handle to look at the tree.
+#pragma once
+
+#include <zookeeper/zookeeper.h>
+
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace dlock::zookeeper::test {
+
+struct HandleCloser {
+  void operator()(zhandle_t* zh) const { zookeeper_close(zh); }
+};
+using Handle = std::unique_ptr<zhandle_t, HandleCloser>;
+
+// "127.0.0.1:port" of the test server; fails the test (throws) when the variable is unset.
+std::string hosts();
+// A prefix unique to this process and call ("zkt-<pid>-<n>").
+std::string fresh_prefix();
+// zk://<hosts>/?prefix=<prefix>&session_timeout=1s&… plus `extra` ("&k=v…").
+std::string uri_for(const std::string& prefix, const std::string& extra = "");
+// A connected raw handle (digest credentials "user:pw" if given).
+Handle raw(const std::string& digest = "");
+// The children of `path` (empty if it does not exist).
+std::vector<std::string> children(zhandle_t* zh, const std::string& path);
+// Every lock node under /<prefix>/*/.
+std::vector<std::string> lock_nodes(zhandle_t* zh, const std::string& prefix);
+
+}  // namespace dlock::zookeeper::test
