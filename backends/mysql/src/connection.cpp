@@ -163,7 +163,12 @@ Connection::~Connection() {
 Rows Connection::run(const Batch& batch) {
   Rows rows;
   bool has_rs = stmt_->execute(sql::SQLString(batch.text));
-  for (int i = 1; i < batch.statements; ++i) has_rs = stmt_->getMoreResults();
+  for (int i = 1; i < batch.statements; ++i) {
+    // An intermediate result set must be fetched and freed, or the next command fails
+    // with 2014 "Commands out of sync".
+    if (has_rs) std::unique_ptr<sql::ResultSet>(stmt_->getResultSet());
+    has_rs = stmt_->getMoreResults();
+  }
   if (has_rs) {
     std::unique_ptr<sql::ResultSet> rs(stmt_->getResultSet());
     const unsigned cols = rs->getMetaData()->getColumnCount();
