@@ -91,7 +91,11 @@ void wait_loop(std::shared_ptr<Shared> shared, std::shared_ptr<WaitState> st, st
       st->phase = Phase::granted;
       st->conn = std::move(conn);
       st->token = token;
-      st->sent = sent;
+      // wait_timeout counts from the end of the server's last statement, i.e. from the
+      // grant, not from when this wait was sent (up to a chunk ago). The grant happened
+      // after `sent` and at most one network delay before we read it; S/10 is allowed for
+      // that delay.
+      st->sent = std::max(sent, Clock::now() - o.session_timeout / 10);
       if (st->wake) st->wake();
       return;
     } catch (const sql::SQLException& e) {
@@ -102,7 +106,18 @@ void wait_loop(std::shared_ptr<Shared> shared, std::shared_ptr<WaitState> st, st
         abandoned = st->abandoned;
       }
       if (abandoned) {
-        finish(Phase::done, std::move(conn), !connection_lost(e));
+        // An interrupted wait still counts a locked row in its transaction: end it before
+        // the connection goes back to the cache, so nothing is left on the server.
+        bool clean = false;
+        if (!connection_lost(e)) {
+          try {
+            conn->run({"ROLLBACK", 1});
+            conn->dirty = false;
+            clean = true;
+          } catch (...) {
+          }
+        }
+        finish(Phase::done, std::move(conn), clean);
         return;
       }
       if (e.getErrorCode() == code::lock_wait_timeout) continue;  // the chunk ran out

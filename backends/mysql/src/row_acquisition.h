@@ -25,7 +25,7 @@ struct WaitState {
   std::shared_ptr<Connection> conn; // guarded by mu
   std::uint64_t conn_id = 0;        // guarded by mu: for KILL QUERY
   std::uint64_t token = 0;
-  std::chrono::steady_clock::time_point sent;
+  std::chrono::steady_clock::time_point sent;  // the expiry estimate starts here
   std::function<void()> wake;       // called under mu, never after abandoned is set
 };
 

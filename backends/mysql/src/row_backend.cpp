@@ -95,7 +95,8 @@ std::shared_ptr<RowHeldLock> pin_hold(const std::shared_ptr<Shared>& shared,
 
 RowBackend::RowBackend(MysqlOptions options) : shared_(std::make_shared<Shared>(std::move(options))) {
   const auto& o = shared_->options;
-  auto conn = shared_->pool.get(ConnClass::short_);
+  // A long-class connection: DDL may take longer than command_timeout on a busy server.
+  auto conn = shared_->pool.get(ConnClass::long_);
   if (o.mode == Mode::row && conn->version().find("MariaDB") == std::string::npos) {
     throw Error(ErrorCode::unsupported, o.where + ": mode=row needs MariaDB >= 10.3 (its SEQUENCE "
                 "is the fencing source); this server is " + conn->version() + ": use mode=lease");
@@ -104,34 +105,38 @@ RowBackend::RowBackend(MysqlOptions options) : shared_(std::make_shared<Shared>(
     throw Error(ErrorCode::unsupported, o.where + ": Galera (wsrep_on=1) is refused: row locks are "
                 "certified only at commit, so two nodes could grant the same lock");
   }
+  // Look before creating: CREATE … IF NOT EXISTS waits for the metadata lock that every
+  // open hold keeps on the table, so a provider opening while locks are held would block.
+  const Batch check{"ROLLBACK;SELECT 1 FROM `" + o.table + "` LIMIT 0;SELECT NEXTVAL(`" + o.table +
+                        "_seq`) FROM DUAL WHERE 0",
+                    3};
   try {
-    if (o.create_tables) {
+    try {
+      conn->run(check);
+    } catch (const sql::SQLException& e) {
+      if (!o.create_tables || connection_lost(e)) throw;
       const Rows now = conn->run({"SELECT CAST(UNIX_TIMESTAMP(NOW(6))*1000000 AS UNSIGNED)", 1});
       const std::uint64_t start = std::stoull(now.at(0).at(0).value_or("1"));
       try {
         conn->run(create_tables_batch(o.table, start));
-      } catch (const sql::SQLException& e) {
-        if (e.getErrorCode() == code::command_denied || e.getErrorCode() == code::db_access_denied) {
+      } catch (const sql::SQLException& denied) {
+        if (denied.getErrorCode() == code::command_denied || denied.getErrorCode() == code::db_access_denied) {
           throw Error(ErrorCode::invalid_argument,
-                      o.where + ": cannot create table " + o.table + " (" + e.what() +
+                      o.where + ": cannot create table " + o.table + " (" + denied.what() +
                           "): the user needs the CREATE privilege on " + o.database +
                           ", or a DBA runs backends/mysql/schema.sql and the URI says create_tables=false");
         }
         throw;
       }
-    }
-    try {
-      conn->run({"ROLLBACK;SELECT 1 FROM `" + o.table + "` LIMIT 0;SELECT NEXTVAL(`" + o.table +
-                     "_seq`) FROM DUAL WHERE 0",
-                 3});
-    } catch (const sql::SQLException& e) {
-      throw Error(ErrorCode::invalid_argument,
-                  o.where + ": the lock table " + o.table + " or its sequence " + o.table +
-                      "_seq is missing or not usable (" + e.what() +
-                      "): run backends/mysql/schema.sql or allow create_tables");
+      conn->run(check);
     }
   } catch (const sql::SQLException& e) {
-    throw translate_error(o.where, "creating the lock table", e);
+    if (connection_lost(e)) throw translate_error(o.where, "checking the lock table", e);
+    throw Error(ErrorCode::invalid_argument,
+                o.where + ": the lock table " + o.table + " or its sequence " + o.table +
+                    "_seq is missing or not usable (" + e.what() + ", error " +
+                    std::to_string(e.getErrorCode()) +
+                    "): run backends/mysql/schema.sql or allow create_tables");
   }
   shared_->pool.put(std::move(conn));
 
