@@ -1,11 +1,13 @@
-// mysql:// (row mode): the MariaDB test server named by DLOCK_TEST_MYSQL_URI
-// (scripts/servers.sh start mariadb).
+// mysql:// in both modes, as two columns: "mysql" (mode=row, InnoDB row locks) and
+// "mysql_lease" (mode=lease, lease rows), against the MariaDB test server named by
+// DLOCK_TEST_MYSQL_URI (scripts/servers.sh start mariadb).
 //
 // Each case gets its own database dlock_conf_<pid>_<n> (the test user owns dlock_*; see
 // servers.sh), dropped at the end. The saboteur KILLs the connections whose transactions
 // hold row locks in that database (found through information_schema.INNODB_TRX, which needs
 // PROCESS); residue is any such transaction, holding or waiting. The server is restarted
-// through $DLOCK_SERVERS_SCRIPT.
+// through $DLOCK_SERVERS_SCRIPT. In lease mode the saboteur clears the lease rows (as a lost
+// row would) and residue is any lease row still owned and unexpired.
 #include <cppconn/driver.h>
 #include <cppconn/exception.h>
 #include <cppconn/resultset.h>
@@ -37,7 +39,8 @@ std::string base_uri() {
 class MysqlEnv : public BackendEnv {
  public:
   // `extra`: parameters the variant adds to every URI (e.g. "&mode=lease").
-  explicit MysqlEnv(std::string extra) : base_(Uri::parse(base_uri())), extra_(std::move(extra)) {
+  MysqlEnv(std::string extra, bool lease)
+      : base_(Uri::parse(base_uri())), extra_(std::move(extra)), lease_(lease) {
     if (base_.hosts.empty()) throw std::runtime_error("DLOCK_TEST_MYSQL_URI has no host");
     static std::atomic<int> counter{0};
     db_ = "dlock_conf_" + std::to_string(::getpid()) + "_" + std::to_string(counter++);
@@ -61,6 +64,13 @@ class MysqlEnv : public BackendEnv {
   }
 
   void sabotage(std::string_view) override {
+    if (lease_) {
+      if (query("SELECT COUNT(*) FROM `" + db_ + "`.dlock_lease WHERE owner <> ''").at(0) == "0") {
+        throw std::runtime_error("mysql saboteur: no lease row is owned in " + db_);
+      }
+      run("UPDATE `" + db_ + "`.dlock_lease SET owner = X'', expires_at = 0");
+      return;
+    }
     const auto ids = holders(/*waiting_too=*/false);
     if (ids.empty()) throw std::runtime_error("mysql saboteur: no transaction holds a row in " + db_);
     for (const auto& id : ids) {
@@ -73,6 +83,18 @@ class MysqlEnv : public BackendEnv {
 
   std::vector<std::string> residue() const override {
     std::vector<std::string> out;
+    if (lease_) {
+      // A lease row still owned and unexpired on the server clock (the table exists once a
+      // provider opened).
+      try {
+        for (const auto& k : query("SELECT HEX(k) FROM `" + db_ + "`.dlock_lease WHERE owner <> '' AND "
+                                   "expires_at > CAST(UNIX_TIMESTAMP(NOW(6))*1000000 AS SIGNED)")) {
+          out.push_back("lease row " + k);
+        }
+      } catch (const sql::SQLException&) {
+      }
+      return out;
+    }
     for (const auto& id : holders(/*waiting_too=*/true)) out.push_back("transaction of connection " + id);
     return out;
   }
@@ -115,6 +137,15 @@ class MysqlEnv : public BackendEnv {
     s->execute(sql::SQLString(text));
   }
 
+  std::vector<std::string> query(const std::string& text) const {
+    auto c = connect();
+    std::unique_ptr<sql::Statement> s(c->createStatement());
+    std::unique_ptr<sql::ResultSet> rs(s->executeQuery(sql::SQLString(text)));
+    std::vector<std::string> out;
+    while (rs->next()) out.push_back(rs->getString(1).asStdString());
+    return out;
+  }
+
   // Connection ids with a transaction in this env's database that holds row locks (and,
   // with waiting_too, that waits for one).
   std::vector<std::string> holders(bool waiting_too) const {
@@ -133,6 +164,7 @@ class MysqlEnv : public BackendEnv {
 
   Uri base_;
   std::string extra_;
+  bool lease_;
   std::string db_;
 };
 
@@ -163,11 +195,26 @@ BackendContext make() {
     return "mysql://dlock:pw@127.0.0.1:" + std::to_string(port) +
            "/dlock?connect_timeout=1s&command_timeout=1s";
   };
-  c.make_env = [] { return std::make_unique<MysqlEnv>(""); };
+  c.make_env = [] { return std::make_unique<MysqlEnv>("", false); };
+  return c;
+}
+
+// mode=lease: exclusive only, no push wake-up (waiters poll, bounded by the holder's TTL),
+// liveness by lease (the session does not matter: a reset loses nothing).
+BackendContext make_lease() {
+  BackendContext c = make();
+  c.backend = "mysql_lease";
+  c.claims.read_write = false;
+  c.claims.fair = false;
+  c.claims.push_wakeup = false;
+  c.claims.liveness = Liveness::lease;
+  c.claims.session_is_connection = false;
+  c.make_env = [] { return std::make_unique<MysqlEnv>("&mode=lease", true); };
   return c;
 }
 
 const Registrar registrar(&make);
+const Registrar lease_registrar(&make_lease);
 
 }  // namespace
 }  // namespace dlock::conformance

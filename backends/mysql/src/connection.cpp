@@ -125,8 +125,12 @@ std::unique_ptr<Connection> Connection::open(const MysqlOptions& o, ConnClass cl
   try {
     c->conn_.reset(driver()->connect(opts));
     c->stmt_.reset(c->conn_->createStatement());
-    const auto lock_wait = cls == ConnClass::short_ ? std::chrono::seconds(0) : o.wait_chunk;
-    const Rows rows = c->run(setup_batch(o.session_seconds(), lock_wait));
+    // Lease statements wait briefly for a row another client is updating; row mode never
+    // waits on a short connection (NOWAIT) and waits in chunks on a long one.
+    const auto lock_wait = o.mode == Mode::lease ? std::chrono::seconds(1)
+                           : cls == ConnClass::short_ ? std::chrono::seconds(0)
+                                                      : o.wait_chunk;
+    const Rows rows = c->run(setup_batch(o.server_wait_timeout(), lock_wait, o.mode == Mode::lease));
     if (rows.size() != 1 || rows[0].size() != 4 || !rows[0][0]) {
       throw Error(ErrorCode::internal, o.where + ": unexpected answer to the session setup");
     }

@@ -52,10 +52,8 @@ MysqlOptions parse_options(const Uri& uri) {
   o.password = uri.password;
   if (o.user.empty()) bad(uri, "a user is needed (mysql://user:password@host/database)");
 
-  if (auto t = params.take_string("table")) {
-    if (!safe_identifier(*t, 54)) bad(uri, "table must be 1..54 characters of [A-Za-z0-9_]");
-    o.table = *t;
-  }
+  const auto table = params.take_string("table");
+  if (table && !safe_identifier(*table, 54)) bad(uri, "table must be 1..54 characters of [A-Za-z0-9_]");
   if (auto p = params.take_string("prefix")) {
     if (p->size() > 256) bad(uri, "prefix is longer than 256 bytes");
     o.prefix = *p;
@@ -69,6 +67,8 @@ MysqlOptions parse_options(const Uri& uri) {
       bad(uri, "mode must be row or lease, got \"" + *m + "\"");
     }
   }
+  // The two modes have different schemas, so different default tables.
+  o.table = table ? *table : (o.mode == Mode::lease ? "dlock_lease" : "dlock_lock");
   if (auto d = params.take_duration("session_timeout")) o.session_timeout = *d;
   if (auto d = params.take_duration("connect_timeout")) o.connect_timeout = *d;
   if (auto d = params.take_duration("command_timeout")) o.command_timeout = *d;

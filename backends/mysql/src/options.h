@@ -20,10 +20,10 @@ struct MysqlOptions {
   std::string user;
   std::optional<std::string> password;
   std::string database;
-  std::string table = "dlock_lock";  // also names <table>_seq
+  std::string table = "dlock_lock";  // row: also names <table>_seq; lease: default dlock_lease
   std::string prefix;                // hashed into the key: namespaces sharing one table
   Mode mode = Mode::row;
-  // S: wait_timeout of every lock connection (row mode); the lease TTL (lease mode).
+  // S: wait_timeout of every lock connection (row mode); the default lease (lease mode).
   std::chrono::milliseconds session_timeout{10000};
   std::chrono::milliseconds connect_timeout{2000};
   std::chrono::milliseconds command_timeout{2000};
@@ -36,6 +36,16 @@ struct MysqlOptions {
   // ceil(S) in whole seconds: wait_timeout takes seconds.
   std::chrono::seconds session_seconds() const {
     return std::chrono::ceil<std::chrono::seconds>(session_timeout);
+  }
+  // The server's wait_timeout for our connections: S in row mode (the dead-client bound);
+  // in lease mode nothing depends on the session, so an hour keeps pooled connections.
+  std::chrono::seconds server_wait_timeout() const {
+    return mode == Mode::row ? session_seconds() : std::chrono::seconds(3600);
+  }
+  // An idle pooled connection older than this is dropped before use (the server would end
+  // it at server_wait_timeout()).
+  std::chrono::milliseconds idle_limit() const {
+    return std::chrono::duration_cast<std::chrono::milliseconds>(server_wait_timeout()) / 2;
   }
 };
 

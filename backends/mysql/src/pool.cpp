@@ -9,7 +9,7 @@ Pool::Pool(const MysqlOptions& options)
 
 std::shared_ptr<Connection> Pool::pop_idle(ConnClass cls) {
   const auto now = std::chrono::steady_clock::now();
-  const auto stale = options_.session_timeout / 2;
+  const auto stale = options_.idle_limit();
   std::vector<std::shared_ptr<Connection>> drop;  // destroyed outside the lock
   std::lock_guard lock(mu_);
   for (auto it = idle_.end(); it != idle_.begin();) {

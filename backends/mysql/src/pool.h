@@ -16,8 +16,8 @@ class Pool {
  public:
   explicit Pool(const MysqlOptions& options);
 
-  // An idle connection of class `cls` (dropping those idle for S/2 or more: the server's
-  // wait_timeout would end them at S), or a new one. Waits up to command_timeout for a slot
+  // An idle connection of class `cls` (dropping those idle for idle_limit() or more: the
+  // server's wait_timeout would end them), or a new one. Waits up to command_timeout for a slot
   // when `pool` connections are open, then throws Error(unavailable) saying so.
   // Throws Error for connect failures.
   std::shared_ptr<Connection> get(ConnClass cls);

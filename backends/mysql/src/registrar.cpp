@@ -4,6 +4,7 @@
 #include "dlock/spi/backend_provider.h"
 #include "dlock/uri.h"
 #include "options.h"
+#include "lease_backend.h"
 #include "row_backend.h"
 
 namespace dlock::mysql {
@@ -12,7 +13,7 @@ namespace {
 std::shared_ptr<ILockProvider> open_mysql(const Uri& uri) {
   MysqlOptions options = parse_options(uri);
   if (options.mode == Mode::lease) {
-    throw Error(ErrorCode::unsupported, "mode=lease is not implemented yet in " + uri.redacted());
+    return spi::make_provider(std::make_shared<LeaseBackend>(std::move(options)), uri.redacted());
   }
   return spi::make_provider(std::make_shared<RowBackend>(std::move(options)), uri.redacted());
 }

@@ -7,13 +7,13 @@ std::string quoted(std::string_view identifier) { return "`" + std::string(ident
 
 }  // namespace
 
-Batch setup_batch(std::chrono::seconds session, std::chrono::seconds lock_wait) {
+Batch setup_batch(std::chrono::seconds session, std::chrono::seconds lock_wait, bool autocommit) {
   Batch b;
   // READ COMMITTED: no gap locks on a missing row, no long-lived read view. wait_timeout = S
   // frees a silent holder's lock after S (also inside a transaction); MariaDB's idle
   // transaction timeouts are zeroed so nothing on the server ends the session before S.
   b.text =
-      "SET autocommit=0, time_zone='+00:00', SESSION wait_timeout=" + std::to_string(session.count()) +
+      "SET autocommit=" + std::string(autocommit ? "1" : "0") + ", time_zone='+00:00', SESSION wait_timeout=" + std::to_string(session.count()) +
       ", SESSION innodb_lock_wait_timeout=" + std::to_string(lock_wait.count()) +
       ", SESSION idle_transaction_timeout=0, SESSION idle_readonly_transaction_timeout=0"
       ", SESSION idle_write_transaction_timeout=0;"

@@ -21,8 +21,9 @@ struct Batch {
 
 // Session setup of a lock connection (one round trip). Its last statement returns one row:
 // CONNECTION_ID(), VERSION(), @@wsrep_on, the client address the server sees ("ip:port").
-// `lock_wait` is innodb_lock_wait_timeout in seconds (0: fail at once).
-Batch setup_batch(std::chrono::seconds session, std::chrono::seconds lock_wait);
+// `lock_wait` is innodb_lock_wait_timeout in seconds (0: fail at once). Row mode runs with
+// autocommit off (a hold is an open transaction), lease mode with it on.
+Batch setup_batch(std::chrono::seconds session, std::chrono::seconds lock_wait, bool autocommit = false);
 
 // The DDL (also shipped as backends/mysql/schema.sql): the lock table and its sequence,
 // whose first value is `start` (the server clock in µs, so a lost counter restarts above

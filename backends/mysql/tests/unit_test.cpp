@@ -7,6 +7,7 @@
 #include "dlock/error.h"
 #include "dlock/uri.h"
 #include "keys.h"
+#include "lease_sql.h"
 #include "options.h"
 #include "sql.h"
 
@@ -64,6 +65,8 @@ TEST(MysqlUri, EveryParameter) {
   EXPECT_EQ(o.ssl_cert, "/c.pem");
   EXPECT_EQ(o.ssl_key, "/k.pem");
   EXPECT_EQ(o.mode, Mode::lease);
+  EXPECT_EQ(parse("mysql://u@h/app?mode=lease").table, "dlock_lease");
+  EXPECT_EQ(parse("mysql://u@h/app?mode=row").table, "dlock_lock");
 }
 
 TEST(MysqlUri, UnixSocket) {
@@ -143,6 +146,29 @@ TEST(MysqlSql, DdlStartsTheSequenceAtTheGivenValue) {
   EXPECT_NE(b.text.find("CREATE TABLE IF NOT EXISTS `locks`"), std::string::npos);
   EXPECT_NE(b.text.find("CREATE SEQUENCE IF NOT EXISTS `locks_seq` START WITH 1795371701497656"),
             std::string::npos);
+}
+
+TEST(MysqlLeaseSql, AcquireTakesOverOnlyAFreeOrExpiredRowOnTheServerClock) {
+  const std::string k(64, 'b');
+  const Batch b = lease_acquire_batch("l", k, "6e", "6f", std::chrono::milliseconds(1500));
+  EXPECT_EQ(b.statements, 4);
+  EXPECT_NE(b.text.find("@dlock_now := CAST(UNIX_TIMESTAMP(NOW(6))*1000000 AS SIGNED)"), std::string::npos);
+  EXPECT_NE(b.text.find("INSERT IGNORE INTO `l`"), std::string::npos);
+  EXPECT_NE(b.text.find("token = GREATEST(token + 1, @dlock_now), expires_at = @dlock_now + 1500000 "
+                        "WHERE k = X'" + k + "' AND expires_at <= @dlock_now"),
+            std::string::npos);
+}
+
+TEST(MysqlLeaseSql, ReleaseAndRenewAreOwnerAndTokenChecked) {
+  const std::string k(64, 'c');
+  const Batch r = lease_release_batch("l", k, "6f", 42);
+  EXPECT_NE(r.text.find("WHERE k = X'" + k + "' AND owner = X'6f' AND token = 42"), std::string::npos);
+  const Batch n = lease_renew_batch("l", {{k, "6f", 42}, {k, "70", 43}}, std::chrono::milliseconds(2000));
+  EXPECT_EQ(n.statements, 3);
+  EXPECT_NE(n.text.find("(k = X'" + k + "' AND owner = X'6f' AND token = 42) OR (k = X'" + k +
+                        "' AND owner = X'70' AND token = 43)"),
+            std::string::npos);
+  EXPECT_NE(n.text.find("AND expires_at > @dlock_now"), std::string::npos);
 }
 
 }  // namespace
