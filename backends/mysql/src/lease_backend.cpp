@@ -118,10 +118,12 @@ std::unique_ptr<spi::Acquisition> LeaseBackend::begin_acquire(const spi::Attempt
 spi::Attempt LeaseBackend::attempt(const spi::AttemptRequest& request, const std::string& key_hex) {
   const auto lease = request.lease.count() > 0 ? request.lease : options_.session_timeout;
   const std::string owner_hex = to_hex(request.owner_key);
-  const auto sent = Clock::now();
+  // Taken once a connection is in hand: opening one may take several round trips.
+  Clock::time_point sent;
   Rows rows;
   try {
     rows = with_connection("acquiring a lease", [&](Connection& c) {
+      sent = Clock::now();
       return c.run(lease_acquire_batch(options_.table, key_hex, to_hex(request.name), owner_hex, lease));
     });
   } catch (const Error& e) {
@@ -161,9 +163,10 @@ void LeaseBackend::extend_many(std::span<spi::HeldLock* const> locks, std::chron
       auto* h = static_cast<LeaseHeldLock*>(locks[i]);
       refs.push_back({h->key_hex(), h->owner_hex(), h->fencing_token()});
     }
-    const auto sent = Clock::now();
+    Clock::time_point sent;
     try {
       const Rows rows = with_connection("renewing leases", [&](Connection& c) {
+        sent = Clock::now();
         return c.run(lease_renew_batch(options_.table, refs, lease));
       });
       std::map<std::string, bool> renewed;
