@@ -6,6 +6,9 @@ Floor make_floor(const dlock::Uri& uri) {
   if (uri.scheme == "redis") return make_redis_floor(uri);
   if (uri.scheme == "file") return make_file_floor(uri);
   if (uri.scheme == "mem") return make_mem_floor();
+#ifdef DLOCK_BENCH_MYSQL
+  if (uri.scheme == "mysql" || uri.scheme == "mariadb" || uri.scheme == "mysql+unix") return make_mysql_floor(uri);
+#endif
   return {};
 }
 

@@ -28,5 +28,6 @@ Floor make_floor(const dlock::Uri& uri);
 Floor make_redis_floor(const dlock::Uri& uri);
 Floor make_file_floor(const dlock::Uri& uri);
 Floor make_mem_floor();
+Floor make_mysql_floor(const dlock::Uri& uri);  // floor_mysql.cpp
 
 }  // namespace dlock_bench

@@ -102,6 +102,9 @@ void redis_py(const dlock::Uri& uri, const Settings& settings, Report& report) {
 
 void run_peers(const dlock::Uri& uri, const Settings& settings, Report& report) {
   if (uri.scheme == "redis") redis_py(uri, settings, report);
+#ifdef DLOCK_BENCH_MYSQL
+  if (uri.scheme == "mysql" || uri.scheme == "mariadb") run_mysql_peers(uri, settings, report);
+#endif
 }
 
 }  // namespace dlock_bench
