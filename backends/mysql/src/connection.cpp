@@ -8,6 +8,7 @@
 
 #include <cppconn/driver.h>
 #include <cppconn/exception.h>
+#include <cppconn/prepared_statement.h>
 #include <cppconn/resultset.h>
 #include <cppconn/statement.h>
 #include <mysql_connection.h>
@@ -157,6 +158,7 @@ std::unique_ptr<Connection> Connection::open(const MysqlOptions& o, ConnClass cl
 
 Connection::~Connection() {
   try {
+    prepared_.clear();
     stmt_.reset();
     conn_.reset();
   } catch (...) {
@@ -188,6 +190,34 @@ Rows Connection::run(const Batch& batch) {
       }
       rows.push_back(std::move(row));
     }
+  }
+  last_used = std::chrono::steady_clock::now();
+  return rows;
+}
+
+}  // namespace dlock::mysql
+
+namespace dlock::mysql {
+
+Rows Connection::run_prepared_lock(const std::string& sql_text, const std::string& key_hex) {
+  if (dirty) {
+    stmt_->execute("ROLLBACK");
+    dirty = false;
+  }
+  auto& ps = prepared_[sql_text];
+  if (!ps) ps.reset(conn_->prepareStatement(sql::SQLString(sql_text)));
+  ps->setString(1, sql::SQLString(key_hex));
+  Rows rows;
+  std::unique_ptr<sql::ResultSet> rs(ps->executeQuery());
+  while (rs->next()) {
+    sql::SQLString v = rs->getString(1);
+    Row row;
+    if (rs->wasNull()) {
+      row.emplace_back(std::nullopt);
+    } else {
+      row.emplace_back(v.asStdString());
+    }
+    rows.push_back(std::move(row));
   }
   last_used = std::chrono::steady_clock::now();
   return rows;

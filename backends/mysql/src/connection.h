@@ -7,6 +7,7 @@
 #include <chrono>
 #include <condition_variable>
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -20,6 +21,7 @@
 namespace sql {
 class Connection;
 class Statement;
+class PreparedStatement;
 }  // namespace sql
 
 namespace dlock::mysql {
@@ -62,6 +64,11 @@ class Connection {
   // none). Throws sql::SQLException (callers translate with their own context).
   Rows run(const Batch& batch);
 
+  // The NOWAIT lock statement as a server-side prepared statement (binary protocol, parsed
+  // once per connection): `sql_text` with one parameter, the row key in hex. A dirty
+  // connection is rolled back first. Same results and errors as run(lock_batch(…)).
+  Rows run_prepared_lock(const std::string& sql_text, const std::string& key_hex);
+
   ConnClass cls() const noexcept { return cls_; }
   std::uint64_t id() const noexcept { return id_; }
   // The socket's fd in this process, or -1 when it could not be found (unix socket, a
@@ -84,6 +91,7 @@ class Connection {
   Connection() = default;
   std::unique_ptr<sql::Connection> conn_;
   std::unique_ptr<sql::Statement> stmt_;
+  std::map<std::string, std::unique_ptr<sql::PreparedStatement>> prepared_;
   std::shared_ptr<Slots> slots_;
   ConnClass cls_ = ConnClass::short_;
   std::uint64_t id_ = 0;

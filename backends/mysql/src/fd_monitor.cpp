@@ -1,82 +1,75 @@
 #include "fd_monitor.h"
 
-#include <poll.h>
+#include <sys/epoll.h>
 #include <sys/eventfd.h>
 #include <unistd.h>
 
-#include <vector>
+#include <cerrno>
 
 namespace dlock::mysql {
 
-FdMonitor::FdMonitor() : event_fd_(::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC)) {
-  thread_ = std::thread([this] { run(); });
+FdMonitor::FdMonitor()
+    : epoll_fd_(::epoll_create1(EPOLL_CLOEXEC)), stop_fd_(::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC)) {
+  if (epoll_fd_ >= 0 && stop_fd_ >= 0) {
+    epoll_event ev{};
+    ev.events = EPOLLIN;
+    ev.data.u64 = 0;  // id 0: the stop signal
+    ::epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, stop_fd_, &ev);
+    thread_ = std::thread([this] { run(); });
+  }
 }
 
 FdMonitor::~FdMonitor() {
-  {
-    std::lock_guard lock(mu_);
-    stop_ = true;
+  if (thread_.joinable()) {
+    const std::uint64_t one = 1;
+    [[maybe_unused]] auto n = ::write(stop_fd_, &one, sizeof one);
+    thread_.join();
   }
-  poke();
-  thread_.join();
-  if (event_fd_ >= 0) ::close(event_fd_);
-}
-
-void FdMonitor::poke() noexcept {
-  if (event_fd_ < 0) return;
-  const std::uint64_t one = 1;
-  [[maybe_unused]] auto n = ::write(event_fd_, &one, sizeof one);
+  if (stop_fd_ >= 0) ::close(stop_fd_);
+  if (epoll_fd_ >= 0) ::close(epoll_fd_);
 }
 
 std::uint64_t FdMonitor::watch(int fd, std::function<void()> on_hangup) {
-  std::uint64_t id = 0;
-  {
-    std::lock_guard lock(mu_);
-    id = next_id_++;
-    entries_.emplace(id, Entry{fd, std::move(on_hangup)});
+  if (!thread_.joinable()) return 0;
+  std::lock_guard lock(mu_);
+  const std::uint64_t id = next_id_++;
+  epoll_event ev{};
+  ev.events = EPOLLRDHUP;  // EPOLLHUP and EPOLLERR are always reported
+  ev.data.u64 = id;
+  entries_.emplace(id, Entry{fd, std::move(on_hangup)});
+  if (::epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, fd, &ev) != 0) {
+    entries_.erase(id);
+    return 0;
   }
-  poke();
   return id;
 }
 
 void FdMonitor::unwatch(std::uint64_t id) noexcept {
-  {
-    std::lock_guard lock(mu_);
-    entries_.erase(id);
-  }
-  poke();
+  if (id == 0) return;
+  std::lock_guard lock(mu_);
+  auto it = entries_.find(id);
+  if (it == entries_.end()) return;
+  ::epoll_ctl(epoll_fd_, EPOLL_CTL_DEL, it->second.fd, nullptr);
+  entries_.erase(it);
 }
 
 void FdMonitor::run() {
-  std::vector<pollfd> fds;
-  std::vector<std::uint64_t> ids;
+  epoll_event events[64];
   for (;;) {
-    fds.clear();
-    ids.clear();
-    {
-      std::lock_guard lock(mu_);
-      if (stop_) return;
-      fds.push_back({event_fd_, POLLIN, 0});
-      ids.push_back(0);
-      for (const auto& [id, e] : entries_) {
-        fds.push_back({e.fd, POLLRDHUP, 0});
-        ids.push_back(id);
-      }
+    const int n = ::epoll_wait(epoll_fd_, events, 64, -1);
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      return;
     }
-    // The eventfd wakes us on every change; the timeout is only a safety net.
-    const int n = ::poll(fds.data(), fds.size(), event_fd_ >= 0 ? 1000 : 50);
-    if (n <= 0) continue;
-    if (fds[0].revents & POLLIN) {
-      std::uint64_t v = 0;
-      [[maybe_unused]] auto r = ::read(event_fd_, &v, sizeof v);
-    }
-    for (std::size_t i = 1; i < fds.size(); ++i) {
-      if ((fds[i].revents & (POLLRDHUP | POLLHUP | POLLERR | POLLNVAL)) == 0) continue;
+    for (int i = 0; i < n; ++i) {
+      const std::uint64_t id = events[i].data.u64;
+      if (id == 0) return;  // the destructor asked us to stop
       std::function<void()> cb;
       {
         std::lock_guard lock(mu_);
-        auto it = entries_.find(ids[i]);
-        if (it == entries_.end()) continue;  // unwatched meanwhile (the fd may be reused)
+        auto it = entries_.find(id);
+        if (it == entries_.end()) continue;  // unwatched meanwhile
+        ::epoll_ctl(epoll_fd_, EPOLL_CTL_DEL, it->second.fd, nullptr);
         cb = std::move(it->second.on_hangup);
         entries_.erase(it);
       }

@@ -137,7 +137,8 @@ RowAcquisition::RowAcquisition(std::shared_ptr<Shared> shared, const spi::Attemp
     : shared_(std::move(shared)),
       request_(request),
       wake_(std::move(wake)),
-      key_hex_(row_key_hex(shared_->options.prefix, request.name)) {}
+      key_hex_(row_key_hex(shared_->options.prefix, request.name)),
+      lock_sql_(prepared_lock_sql(shared_->options.table, request.mode)) {}
 
 RowAcquisition::~RowAcquisition() {
   if (!wait_) return;
@@ -230,7 +231,7 @@ spi::Attempt RowAcquisition::try_now() {
   for (int round = 0; round < 4; ++round) {
     const auto sent = Clock::now();
     try {
-      const Rows rows = conn->run(lock_batch(o.table, key_hex_, request_.mode, Wait{}, conn->dirty));
+      const Rows rows = conn->run_prepared_lock(lock_sql_, key_hex_);
       conn->dirty = true;
       if (!rows.empty()) return pin_hold(shared_, std::move(conn), request_, parse_token(rows, o), sent);
       // No row for this name yet: create it (once per name, ever) and lock again.

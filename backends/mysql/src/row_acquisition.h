@@ -50,6 +50,7 @@ class RowAcquisition final : public spi::Acquisition {
   const spi::AttemptRequest& request_;
   std::function<void()> wake_;
   const std::string key_hex_;
+  const std::string lock_sql_;  // the prepared NOWAIT statement's text
   std::shared_ptr<WaitState> wait_;
 };
 

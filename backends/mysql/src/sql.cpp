@@ -46,6 +46,11 @@ Batch lock_batch(std::string_view table, std::string_view key_hex, LockMode mode
   return b;
 }
 
+std::string prepared_lock_sql(std::string_view table, LockMode mode) {
+  return "SELECT NEXTVAL(" + quoted(std::string(table) + "_seq") + ") FROM " + quoted(table) +
+         " WHERE k=UNHEX(?)" + (mode == LockMode::shared ? " LOCK IN SHARE MODE" : " FOR UPDATE") + " NOWAIT";
+}
+
 Batch insert_row_batch(std::string_view table, std::string_view key_hex, std::string_view name_hex) {
   Batch b;
   b.text = "ROLLBACK;SET STATEMENT innodb_lock_wait_timeout=0 FOR INSERT IGNORE INTO " + quoted(table) +

@@ -42,6 +42,10 @@ struct Wait {
 Batch lock_batch(std::string_view table, std::string_view key_hex, LockMode mode, Wait wait,
                  bool rollback_first);
 
+// The NOWAIT lock statement with the key as its one parameter (hex), for a prepared
+// statement: "SELECT NEXTVAL(`t_seq`) FROM `t` WHERE k=UNHEX(?) FOR UPDATE NOWAIT".
+std::string prepared_lock_sql(std::string_view table, LockMode mode);
+
 // Creates the row of a name (a no-op if it exists). It fails with 1205 at once if the row
 // exists and is locked, which the caller treats as "exists".
 Batch insert_row_batch(std::string_view table, std::string_view key_hex, std::string_view name_hex);

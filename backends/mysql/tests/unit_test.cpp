@@ -134,6 +134,10 @@ TEST(MysqlSql, LockStatements) {
   EXPECT_EQ(shared.statements, 2);
   EXPECT_EQ(shared.text, "ROLLBACK;SELECT NEXTVAL(`t_seq`) FROM `t` WHERE k=X'" + k +
                              "' LOCK IN SHARE MODE WAIT 30");
+  EXPECT_EQ(prepared_lock_sql("t", LockMode::exclusive),
+            "SELECT NEXTVAL(`t_seq`) FROM `t` WHERE k=UNHEX(?) FOR UPDATE NOWAIT");
+  EXPECT_EQ(prepared_lock_sql("t", LockMode::shared),
+            "SELECT NEXTVAL(`t_seq`) FROM `t` WHERE k=UNHEX(?) LOCK IN SHARE MODE NOWAIT");
   const Batch ins = insert_row_batch("t", k, "00ff");
   EXPECT_EQ(ins.statements, 3);
   EXPECT_NE(ins.text.find("INSERT IGNORE INTO `t` (k, name) VALUES (X'" + k + "', X'00ff')"), std::string::npos);
