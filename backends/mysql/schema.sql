@@ -9,11 +9,11 @@ CREATE TABLE IF NOT EXISTS dlock_lock (
 -- The fencing-token source: never rolled back, persisted ahead of its cache.
 CREATE SEQUENCE IF NOT EXISTS dlock_lock_seq START WITH 1800000000000000 CACHE 1000 ENGINE=InnoDB;
 
--- mode=lease (MariaDB or MySQL 8): one lease row per name, on the server clock.
+-- mode=lease (MariaDB): one lease row per name, on the server clock.
 CREATE TABLE IF NOT EXISTS dlock_lease (
   k          BINARY(32)      NOT NULL PRIMARY KEY,
   name       VARBINARY(1024) NOT NULL,
-  owner      VARBINARY(128)  NOT NULL,
-  token      BIGINT UNSIGNED NOT NULL,
+  owner      VARBINARY(1024) NOT NULL,  -- the holder's owner key; '' when free
+  token      BIGINT UNSIGNED NOT NULL,  -- fencing token
   expires_at BIGINT          NOT NULL   -- server clock, µs since the epoch
 ) ENGINE=InnoDB;
