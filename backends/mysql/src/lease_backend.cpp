@@ -148,6 +148,10 @@ spi::Attempt LeaseBackend::attempt(const spi::AttemptRequest& request, const std
 
 bool LeaseBackend::release(spi::HeldLock& lock) {
   auto& hold = static_cast<LeaseHeldLock&>(lock);
+  // A hold given up (lost) or past our estimate of its end is not ours to count on, and
+  // freeing it now would hand the lock on before the lease the server promised ran out:
+  // let the server expire it (as backends/redis does).
+  if (hold.lost() || hold.server_expiry() <= Clock::now()) return false;
   const Rows rows = with_connection("releasing a lease", [&](Connection& c) {
     return c.run(lease_release_batch(options_.table, hold.key_hex(), hold.owner_hex(), hold.fencing_token()));
   });
