@@ -16,6 +16,7 @@ inline constexpr int access_denied = 1045;        // wrong user or password
 inline constexpr int db_access_denied = 1044;     // no rights on the database
 inline constexpr int unknown_database = 1049;
 inline constexpr int command_denied = 1142;       // e.g. CREATE denied on a table
+inline constexpr int no_such_table = 1146;
 inline constexpr int lock_wait_timeout = 1205;    // NOWAIT busy, WAIT n ran out
 inline constexpr int deadlock = 1213;
 inline constexpr int query_interrupted = 1317;    // KILL QUERY

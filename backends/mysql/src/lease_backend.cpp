@@ -77,7 +77,7 @@ LeaseBackend::LeaseBackend(MysqlOptions options) : options_(std::move(options)),
     try {
       conn->run(check);
     } catch (const sql::SQLException& e) {
-      if (!o.create_tables || connection_lost(e)) throw;
+      if (!o.create_tables || e.getErrorCode() != code::no_such_table) throw;
       try {
         conn->run(lease_create_table_batch(o.table));
       } catch (const sql::SQLException& denied) {
@@ -92,7 +92,9 @@ LeaseBackend::LeaseBackend(MysqlOptions options) : options_(std::move(options)),
       conn->run(check);
     }
   } catch (const sql::SQLException& e) {
-    if (connection_lost(e)) throw translate_error(o.where, "checking the lease table", e);
+    // Only a missing table or sequence is the DBA's to fix; read-only, lost connections and
+    // the like are reported as what they are.
+    if (e.getErrorCode() != code::no_such_table) throw translate_error(o.where, "checking the lease table", e);
     throw Error(ErrorCode::invalid_argument,
                 o.where + ": the lease table " + o.table + " is missing or not usable (" + e.what() +
                     "): run backends/mysql/schema.sql or allow create_tables");

@@ -114,7 +114,7 @@ RowBackend::RowBackend(MysqlOptions options) : shared_(std::make_shared<Shared>(
     try {
       conn->run(check);
     } catch (const sql::SQLException& e) {
-      if (!o.create_tables || connection_lost(e)) throw;
+      if (!o.create_tables || e.getErrorCode() != code::no_such_table) throw;
       const Rows now = conn->run({"SELECT CAST(UNIX_TIMESTAMP(NOW(6))*1000000 AS UNSIGNED)", 1});
       const std::uint64_t start = std::stoull(now.at(0).at(0).value_or("1"));
       try {
@@ -131,7 +131,9 @@ RowBackend::RowBackend(MysqlOptions options) : shared_(std::make_shared<Shared>(
       conn->run(check);
     }
   } catch (const sql::SQLException& e) {
-    if (connection_lost(e)) throw translate_error(o.where, "checking the lock table", e);
+    // Only a missing table or sequence is the DBA's to fix; read-only, lost connections and
+    // the like are reported as what they are.
+    if (e.getErrorCode() != code::no_such_table) throw translate_error(o.where, "checking the lock table", e);
     throw Error(ErrorCode::invalid_argument,
                 o.where + ": the lock table " + o.table + " or its sequence " + o.table +
                     "_seq is missing or not usable (" + e.what() + ", error " +
