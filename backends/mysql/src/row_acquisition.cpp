@@ -243,8 +243,16 @@ spi::Attempt RowAcquisition::try_now() {
       }
     } catch (const sql::SQLException& e) {
       if (e.getErrorCode() == code::lock_wait_timeout) {
-        conn->dirty = true;
-        shared_->pool.put(std::move(conn));
+        // A refused locking read still counts a locked row in its open transaction
+        // (INNODB_TRX trx_rows_locked=1): end it now rather than leave it on an idle
+        // connection (one more round trip, on the busy path only).
+        try {
+          conn->run({"ROLLBACK", 1});
+          conn->dirty = false;
+          shared_->pool.put(std::move(conn));
+        } catch (...) {
+          Shared::discard(std::move(conn));
+        }
         return spi::Busy{};
       }
       conn->broken = true;

@@ -179,7 +179,19 @@ TEST_F(MysqlProviderTest, TimedOutWaiterLeavesNothingBehind) {
   EXPECT_TRUE(wait_until([&] { return db_->lock_transactions(true).size() == 1; }, 2s))
       << "a waiter's transaction is still there";
   EXPECT_TRUE(a->release());
-  EXPECT_TRUE(wait_until([&] { return db_->lock_transactions(true).empty(); }, 2s));
+  std::vector<std::string> left_ids;
+  EXPECT_TRUE(wait_until([&] { return (left_ids = db_->lock_transactions(true)).empty(); }, 2s))
+      << left_ids.size() << " left, first " << (left_ids.empty() ? "" : left_ids[0]) << "; " << [&] {
+           std::string left;
+           for (const auto& row : db_->query(
+                    "SELECT CONCAT(t.trx_mysql_thread_id, ' ', t.trx_state, ' rows=', t.trx_rows_locked, "
+                    "' cmd=', p.COMMAND, ' info=', IFNULL(p.INFO, '')) FROM information_schema.INNODB_TRX t "
+                    "JOIN information_schema.PROCESSLIST p ON p.ID = t.trx_mysql_thread_id WHERE p.DB = '" +
+                    db_->name() + "'")) {
+             left += row + "; ";
+           }
+           return left;
+         }();
   EXPECT_TRUE(p->try_lock("busy", Wait::try_once(), {.owner = "c"}));
 }
 
