@@ -22,6 +22,7 @@
 #include <mutex>
 #include <stdexcept>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "dlock/uri.h"
@@ -71,8 +72,22 @@ class MysqlEnv : public BackendEnv {
       run("UPDATE `" + db_ + "`.dlock_lease SET owner = X'', expires_at = 0");
       return;
     }
-    const auto ids = holders(/*waiting_too=*/false);
-    if (ids.empty()) throw std::runtime_error("mysql saboteur: no transaction holds a row in " + db_);
+    // information_schema.INNODB_TRX is a snapshot the server refreshes at most every 100 ms:
+    // a hold granted just now may not show yet, so look again for a while.
+    std::vector<std::string> ids;
+    for (int i = 0; i < 50 && ids.empty(); ++i) {
+      if (i > 0) std::this_thread::sleep_for(std::chrono::milliseconds(20));
+      ids = holders(/*waiting_too=*/false);
+    }
+    if (ids.empty()) {
+      std::string seen;
+      for (const auto& r : query("SELECT CONCAT(t.trx_mysql_thread_id, ':', t.trx_state, ':', "
+                                 "t.trx_rows_locked, ':', IFNULL(p.DB, 'NULL')) FROM information_schema.INNODB_TRX t "
+                                 "LEFT JOIN information_schema.PROCESSLIST p ON p.ID = t.trx_mysql_thread_id")) {
+        seen += " " + r;
+      }
+      throw std::runtime_error("mysql saboteur: no transaction holds a row in " + db_ + " (transactions:" + seen + ")");
+    }
     for (const auto& id : ids) {
       try {
         run("KILL CONNECTION " + id);
@@ -155,7 +170,9 @@ class MysqlEnv : public BackendEnv {
         "SELECT t.trx_mysql_thread_id FROM information_schema.INNODB_TRX t "
         "JOIN information_schema.PROCESSLIST p ON p.ID = t.trx_mysql_thread_id "
         "WHERE p.DB = '" + db_ + "' AND (t.trx_rows_locked > 0";
-    q += waiting_too ? " OR t.trx_state = 'LOCK WAIT')" : ") AND t.trx_state <> 'LOCK WAIT'";
+    // The saboteur kills every running transaction of the database (trx_rows_locked is
+    // approximate and was seen at 0 for a fresh holder): only holders keep one open.
+    q += waiting_too ? " OR t.trx_state = 'LOCK WAIT')" : " OR 1) AND t.trx_state <> 'LOCK WAIT'";
     std::unique_ptr<sql::ResultSet> rs(s->executeQuery(sql::SQLString(q)));
     std::vector<std::string> ids;
     while (rs->next()) ids.push_back(rs->getString(1).asStdString());
