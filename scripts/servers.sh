@@ -170,11 +170,15 @@ start_mariadb() {
     --skip-name-resolve --log-error="$d/mariadb.log"
   wait_for_file "$d/pid" || { show_log mariadb "$d/mariadb.log"; return 1; }
   wait_ready mariadb mariadb_probe "$port" || { show_log mariadb "$d/mariadb.log"; return 1; }
-  # Idempotent: the database and account survive a restart, so IF NOT EXISTS.
+  # Idempotent: the database and account survive a restart, so IF NOT EXISTS. The user also
+  # owns every database named dlock_* (a conformance case creates its own) and has PROCESS
+  # (the mysql conformance saboteur reads information_schema.INNODB_TRX to find holders).
   timeout 10 mariadb --no-defaults -h127.0.0.1 -P"$port" -uroot -e "
     CREATE DATABASE IF NOT EXISTS \`$MARIADB_DB\`;
     CREATE USER IF NOT EXISTS '$MARIADB_USER'@'%' IDENTIFIED BY '$MARIADB_PASSWORD';
-    GRANT ALL PRIVILEGES ON \`$MARIADB_DB\`.* TO '$MARIADB_USER'@'%';" >>"$d/mariadb.log" 2>&1 ||
+    GRANT ALL PRIVILEGES ON \`$MARIADB_DB\`.* TO '$MARIADB_USER'@'%';
+    GRANT ALL PRIVILEGES ON \`${MARIADB_DB}\\_%\`.* TO '$MARIADB_USER'@'%';
+    GRANT PROCESS ON *.* TO '$MARIADB_USER'@'%';" >>"$d/mariadb.log" 2>&1 ||
     { echo "servers.sh: mariadb: creating database/user failed" >&2; show_log mariadb "$d/mariadb.log"; return 1; }
 }
 

@@ -12,6 +12,9 @@ Floor make_floor(const dlock::Uri& uri) {
 #ifdef DLOCK_BENCH_ZOOKEEPER
   if (uri.scheme == "zk" || uri.scheme == "zookeeper") return make_zookeeper_floor(uri);
 #endif
+#ifdef DLOCK_BENCH_MYSQL
+  if (uri.scheme == "mysql" || uri.scheme == "mariadb" || uri.scheme == "mysql+unix") return make_mysql_floor(uri);
+#endif
   return {};
 }
 

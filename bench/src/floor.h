@@ -30,5 +30,6 @@ Floor make_file_floor(const dlock::Uri& uri);
 Floor make_mem_floor();
 Floor make_postgres_floor(const dlock::Uri& uri);
 Floor make_zookeeper_floor(const dlock::Uri& uri);  // floor_zookeeper.cpp (zk:// builds only)
+Floor make_mysql_floor(const dlock::Uri& uri);  // floor_mysql.cpp
 
 }  // namespace dlock_bench

@@ -109,6 +109,9 @@ void run_peers(const dlock::Uri& uri, const Settings& settings, Report& report) 
 #ifdef DLOCK_BENCH_ZOOKEEPER
   if (uri.scheme == "zk" || uri.scheme == "zookeeper") run_zookeeper_peers(uri, settings, report);
 #endif
+#ifdef DLOCK_BENCH_MYSQL
+  if (uri.scheme == "mysql" || uri.scheme == "mariadb") run_mysql_peers(uri, settings, report);
+#endif
 }
 
 }  // namespace dlock_bench

@@ -12,4 +12,8 @@ namespace dlock_bench {
 // Other schemes: nothing yet.
 void run_peers(const dlock::Uri& uri, const Settings& settings, Report& report);
 
+// mysql:// (floor_mysql.cpp): the GET_LOCK pair and a native blocking GET_LOCK hand-off
+// among 4 contenders (raw floors of the same run), then tooz and MySQLdb GET_LOCK peers.
+void run_mysql_peers(const dlock::Uri& uri, const Settings& settings, Report& report);
+
 }  // namespace dlock_bench

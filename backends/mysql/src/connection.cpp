@@ -1,0 +1,226 @@
+#include "connection.h"
+
+#include <arpa/inet.h>
+#include <dirent.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+
+#include <cppconn/driver.h>
+#include <cppconn/exception.h>
+#include <cppconn/prepared_statement.h>
+#include <cppconn/resultset.h>
+#include <cppconn/statement.h>
+#include <mysql_connection.h>
+#include <mysql_driver.h>
+
+#include <charconv>
+#include <condition_variable>
+#include <cstdlib>
+#include <cstring>
+
+#include "errors.h"
+
+namespace dlock::mysql {
+namespace {
+
+// get_mysql_driver_instance() is not thread-safe (Connector/C++ 1.1 guide): once, here.
+sql::mysql::MySQL_Driver* driver() {
+  static std::mutex mu;
+  static sql::mysql::MySQL_Driver* d = nullptr;
+  std::lock_guard lock(mu);
+  if (d == nullptr) d = sql::mysql::get_mysql_driver_instance();
+  return d;
+}
+
+int whole_seconds(std::chrono::milliseconds d) {
+  return static_cast<int>(std::max<std::int64_t>(1, std::chrono::ceil<std::chrono::seconds>(d).count()));
+}
+
+std::uint16_t port_of(const sockaddr_storage& a) {
+  if (a.ss_family == AF_INET) return ntohs(reinterpret_cast<const sockaddr_in&>(a).sin_port);
+  if (a.ss_family == AF_INET6) return ntohs(reinterpret_cast<const sockaddr_in6&>(a).sin6_port);
+  return 0;
+}
+
+}  // namespace
+
+bool Slots::take(std::chrono::steady_clock::time_point deadline) {
+  std::unique_lock lock(mu_);
+  if (!cv_.wait_until(lock, deadline, [&] { return open_ < cap_; })) return false;
+  ++open_;
+  return true;
+}
+
+void Slots::give_back() noexcept {
+  {
+    std::lock_guard lock(mu_);
+    --open_;
+  }
+  cv_.notify_one();
+}
+
+std::size_t Slots::open() const {
+  std::lock_guard lock(mu_);
+  return open_;
+}
+
+int find_socket_fd(std::uint16_t local_port, std::uint16_t remote_port) {
+  DIR* dir = ::opendir("/proc/self/fd");
+  if (dir == nullptr) return -1;
+  int found = -1;
+  while (dirent* e = ::readdir(dir)) {
+    int fd = 0;
+    const char* end = e->d_name + std::strlen(e->d_name);
+    if (std::from_chars(e->d_name, end, fd).ptr != end) continue;
+    struct stat st {};
+    if (::fstat(fd, &st) != 0 || !S_ISSOCK(st.st_mode)) continue;
+    sockaddr_storage local{}, peer{};
+    socklen_t ll = sizeof local, pl = sizeof peer;
+    if (::getsockname(fd, reinterpret_cast<sockaddr*>(&local), &ll) != 0) continue;
+    if (::getpeername(fd, reinterpret_cast<sockaddr*>(&peer), &pl) != 0) continue;
+    if (port_of(local) == local_port && port_of(peer) == remote_port) {
+      found = fd;
+      break;
+    }
+  }
+  ::closedir(dir);
+  return found;
+}
+
+std::unique_ptr<Connection> Connection::open(const MysqlOptions& o, ConnClass cls,
+                                             std::shared_ptr<Slots> slots) {
+  std::unique_ptr<Connection> c(new Connection());
+  c->slots_ = std::move(slots);  // from here on the destructor gives the slot back
+  c->cls_ = cls;
+  sql::ConnectOptionsMap opts;
+  if (o.unix_path.empty()) {
+    opts["hostName"] = sql::SQLString(o.host);
+    opts["port"] = static_cast<int>(o.port);
+  } else {
+    opts["hostName"] = sql::SQLString("localhost");
+    opts["socket"] = sql::SQLString(o.unix_path);
+  }
+  opts["userName"] = sql::SQLString(o.user);
+  opts["password"] = sql::SQLString(o.password.value_or(""));
+  opts["schema"] = sql::SQLString(o.database);
+  // Never resurrect a session: a silent reconnect would lose the row lock without an error.
+  opts["OPT_RECONNECT"] = false;
+  opts["CLIENT_MULTI_STATEMENTS"] = true;
+  opts["OPT_CONNECT_TIMEOUT"] = whole_seconds(o.connect_timeout);
+  // Fixed at connect: a server-side wait must fit inside the read timeout.
+  const auto read = cls == ConnClass::short_
+                        ? o.command_timeout
+                        : std::chrono::duration_cast<std::chrono::milliseconds>(o.wait_chunk) + o.command_timeout;
+  opts["OPT_READ_TIMEOUT"] = whole_seconds(read);
+  opts["OPT_WRITE_TIMEOUT"] = whole_seconds(o.command_timeout);
+  if (!o.ssl_ca.empty()) {
+    // Fails closed (shared/CLIENT_LIBS.md): sslCA alone falls back to plaintext silently.
+    opts["sslCA"] = sql::SQLString(o.ssl_ca);
+    opts["sslVerify"] = true;
+  }
+  if (!o.ssl_cert.empty()) {
+    opts["sslCert"] = sql::SQLString(o.ssl_cert);
+    opts["sslKey"] = sql::SQLString(o.ssl_key);
+  }
+  try {
+    c->conn_.reset(driver()->connect(opts));
+    c->stmt_.reset(c->conn_->createStatement());
+    // Lease statements wait briefly for a row another client is updating; row mode never
+    // waits on a short connection (NOWAIT) and waits in chunks on a long one.
+    const auto lock_wait = o.mode == Mode::lease ? std::chrono::seconds(1)
+                           : cls == ConnClass::short_ ? std::chrono::seconds(0)
+                                                      : o.wait_chunk;
+    const Rows rows = c->run(setup_batch(o.server_wait_timeout(), lock_wait, o.mode == Mode::lease));
+    if (rows.size() != 1 || rows[0].size() != 4 || !rows[0][0]) {
+      throw Error(ErrorCode::internal, o.where + ": unexpected answer to the session setup");
+    }
+    c->id_ = std::strtoull(rows[0][0]->c_str(), nullptr, 10);
+    c->version_ = rows[0][1].value_or("");
+    c->wsrep_ = rows[0][2].value_or("0") == "1";
+    // "ip:port" as the server sees us: the local port finds our socket (brief §1.1).
+    const std::string host = rows[0][3].value_or("");
+    const auto colon = host.rfind(':');
+    if (o.unix_path.empty() && colon != std::string::npos) {
+      int port = 0;
+      const char* b = host.data() + colon + 1;
+      const char* e = host.data() + host.size();
+      if (std::from_chars(b, e, port).ptr == e && port > 0 && port < 65536) {
+        c->fd_ = find_socket_fd(static_cast<std::uint16_t>(port), o.port);
+      }
+    }
+  } catch (const sql::SQLException& e) {
+    throw translate_error(o.where, "connecting", e);
+  }
+  c->last_used = std::chrono::steady_clock::now();
+  return c;
+}
+
+Connection::~Connection() {
+  try {
+    prepared_.clear();
+    stmt_.reset();
+    conn_.reset();
+  } catch (...) {
+  }
+  if (slots_) slots_->give_back();
+}
+
+Rows Connection::run(const Batch& batch) {
+  Rows rows;
+  bool has_rs = stmt_->execute(sql::SQLString(batch.text));
+  for (int i = 1; i < batch.statements; ++i) {
+    // An intermediate result set must be fetched and freed, or the next command fails
+    // with 2014 "Commands out of sync".
+    if (has_rs) std::unique_ptr<sql::ResultSet>(stmt_->getResultSet());
+    has_rs = stmt_->getMoreResults();
+  }
+  if (has_rs) {
+    std::unique_ptr<sql::ResultSet> rs(stmt_->getResultSet());
+    const unsigned cols = rs->getMetaData()->getColumnCount();
+    while (rs->next()) {
+      Row row;
+      for (unsigned col = 1; col <= cols; ++col) {
+        sql::SQLString v = rs->getString(col);
+        if (rs->wasNull()) {
+          row.emplace_back(std::nullopt);
+        } else {
+          row.emplace_back(v.asStdString());
+        }
+      }
+      rows.push_back(std::move(row));
+    }
+  }
+  last_used = std::chrono::steady_clock::now();
+  return rows;
+}
+
+}  // namespace dlock::mysql
+
+namespace dlock::mysql {
+
+Rows Connection::run_prepared_lock(const std::string& sql_text, const std::string& key_hex) {
+  if (dirty) {
+    stmt_->execute("ROLLBACK");
+    dirty = false;
+  }
+  auto& ps = prepared_[sql_text];
+  if (!ps) ps.reset(conn_->prepareStatement(sql::SQLString(sql_text)));
+  ps->setString(1, sql::SQLString(key_hex));
+  Rows rows;
+  std::unique_ptr<sql::ResultSet> rs(ps->executeQuery());
+  while (rs->next()) {
+    sql::SQLString v = rs->getString(1);
+    Row row;
+    if (rs->wasNull()) {
+      row.emplace_back(std::nullopt);
+    } else {
+      row.emplace_back(v.asStdString());
+    }
+    rows.push_back(std::move(row));
+  }
+  last_used = std::chrono::steady_clock::now();
+  return rows;
+}
+
+}  // namespace dlock::mysql

@@ -1,0 +1,107 @@
+// One Connector/C++ connection with dlock's session settings: never reconnects, read
+// timeout fixed at connect (short class: command_timeout; long class: wait_chunk +
+// command_timeout, for server-side waits), and the socket fd recovered for hang-up watching.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "dlock/spi/session_holds.h"
+#include "options.h"
+#include "sql.h"
+
+namespace sql {
+class Connection;
+class Statement;
+class PreparedStatement;
+}  // namespace sql
+
+namespace dlock::mysql {
+
+using Row = std::vector<std::optional<std::string>>;
+using Rows = std::vector<Row>;
+
+// Counts open connections against the `pool` cap; shared by every connection of a backend.
+class Slots {
+ public:
+  explicit Slots(std::size_t cap) : cap_(cap) {}
+  // Takes a slot, waiting until `deadline` for one; false when none came free.
+  bool take(std::chrono::steady_clock::time_point deadline);
+  void give_back() noexcept;
+  std::size_t cap() const noexcept { return cap_; }
+  std::size_t open() const;
+
+ private:
+  const std::size_t cap_;
+  mutable std::mutex mu_;
+  std::condition_variable cv_;
+  std::size_t open_ = 0;
+};
+
+enum class ConnClass { short_, long_ };
+
+// Thread safety: run() takes `mu`; holders of the connection (a hold, a waiter) serialize
+// through it. The slot is given back when the connection is destroyed.
+class Connection {
+ public:
+  // Connects and runs the session setup (one round trip). Throws Error (translated).
+  // REQUIRES: a slot was taken for it from `slots`.
+  static std::unique_ptr<Connection> open(const MysqlOptions& options, ConnClass cls,
+                                          std::shared_ptr<Slots> slots);
+  ~Connection();
+  Connection(const Connection&) = delete;
+  Connection& operator=(const Connection&) = delete;
+
+  // Runs a batch; returns the rows of its last statement's result set (empty if it has
+  // none). Throws sql::SQLException (callers translate with their own context).
+  Rows run(const Batch& batch);
+
+  // The NOWAIT lock statement as a server-side prepared statement (binary protocol, parsed
+  // once per connection): `sql_text` with one parameter, the row key in hex. A dirty
+  // connection is rolled back first. Same results and errors as run(lock_batch(…)).
+  Rows run_prepared_lock(const std::string& sql_text, const std::string& key_hex);
+
+  ConnClass cls() const noexcept { return cls_; }
+  std::uint64_t id() const noexcept { return id_; }
+  // The socket's fd in this process, or -1 when it could not be found (unix socket, a
+  // proxy that rewrote the port): then only probes notice a dead session.
+  int fd() const noexcept { return fd_; }
+  const std::string& version() const noexcept { return version_; }
+  bool wsrep_on() const noexcept { return wsrep_; }
+
+  std::timed_mutex mu;
+  // A transaction may be open (after a busy attempt or a killed wait): the next lock
+  // statement starts with ROLLBACK.
+  bool dirty = false;
+  // Set once the connection failed or its socket hung up: never used again.
+  std::atomic<bool> broken{false};
+  std::chrono::steady_clock::time_point last_used;
+  // The hold pinned on this connection (at most one), for the hang-up fan-out.
+  spi::SessionHolds holds;
+
+ private:
+  Connection() = default;
+  std::unique_ptr<sql::Connection> conn_;
+  std::unique_ptr<sql::Statement> stmt_;
+  std::map<std::string, std::unique_ptr<sql::PreparedStatement>> prepared_;
+  std::shared_ptr<Slots> slots_;
+  ConnClass cls_ = ConnClass::short_;
+  std::uint64_t id_ = 0;
+  int fd_ = -1;
+  std::string version_;
+  bool wsrep_ = false;
+};
+
+// The fd of this process's TCP socket whose local port is `local_port` and remote port
+// `remote_port`, or -1. Never reads from it.
+int find_socket_fd(std::uint16_t local_port, std::uint16_t remote_port);
+
+}  // namespace dlock::mysql

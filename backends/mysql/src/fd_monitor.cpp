@@ -1,0 +1,81 @@
+#include "fd_monitor.h"
+
+#include <sys/epoll.h>
+#include <sys/eventfd.h>
+#include <unistd.h>
+
+#include <cerrno>
+
+namespace dlock::mysql {
+
+FdMonitor::FdMonitor()
+    : epoll_fd_(::epoll_create1(EPOLL_CLOEXEC)), stop_fd_(::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC)) {
+  if (epoll_fd_ >= 0 && stop_fd_ >= 0) {
+    epoll_event ev{};
+    ev.events = EPOLLIN;
+    ev.data.u64 = 0;  // id 0: the stop signal
+    ::epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, stop_fd_, &ev);
+    thread_ = std::thread([this] { run(); });
+  }
+}
+
+FdMonitor::~FdMonitor() {
+  if (thread_.joinable()) {
+    const std::uint64_t one = 1;
+    [[maybe_unused]] auto n = ::write(stop_fd_, &one, sizeof one);
+    thread_.join();
+  }
+  if (stop_fd_ >= 0) ::close(stop_fd_);
+  if (epoll_fd_ >= 0) ::close(epoll_fd_);
+}
+
+std::uint64_t FdMonitor::watch(int fd, std::function<void()> on_hangup) {
+  if (!thread_.joinable()) return 0;
+  std::lock_guard lock(mu_);
+  const std::uint64_t id = next_id_++;
+  epoll_event ev{};
+  ev.events = EPOLLRDHUP;  // EPOLLHUP and EPOLLERR are always reported
+  ev.data.u64 = id;
+  entries_.emplace(id, Entry{fd, std::move(on_hangup)});
+  if (::epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, fd, &ev) != 0) {
+    entries_.erase(id);
+    return 0;
+  }
+  return id;
+}
+
+void FdMonitor::unwatch(std::uint64_t id) noexcept {
+  if (id == 0) return;
+  std::lock_guard lock(mu_);
+  auto it = entries_.find(id);
+  if (it == entries_.end()) return;
+  ::epoll_ctl(epoll_fd_, EPOLL_CTL_DEL, it->second.fd, nullptr);
+  entries_.erase(it);
+}
+
+void FdMonitor::run() {
+  epoll_event events[64];
+  for (;;) {
+    const int n = ::epoll_wait(epoll_fd_, events, 64, -1);
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      return;
+    }
+    for (int i = 0; i < n; ++i) {
+      const std::uint64_t id = events[i].data.u64;
+      if (id == 0) return;  // the destructor asked us to stop
+      std::function<void()> cb;
+      {
+        std::lock_guard lock(mu_);
+        auto it = entries_.find(id);
+        if (it == entries_.end()) continue;  // unwatched meanwhile
+        ::epoll_ctl(epoll_fd_, EPOLL_CTL_DEL, it->second.fd, nullptr);
+        cb = std::move(it->second.on_hangup);
+        entries_.erase(it);
+      }
+      if (cb) cb();
+    }
+  }
+}
+
+}  // namespace dlock::mysql

@@ -1,0 +1,56 @@
+// LeaseBackend (mode=lease): one lease row per name with owner, token and expiry on the
+// server clock (ShedLock-style), for deployments that cannot pin a connection per hold
+// (proxies, thousands of holds). Exclusive only; waiters poll, bounded by the holder's TTL.
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include "dlock/spi/backend.h"
+#include "options.h"
+#include "pool.h"
+
+namespace dlock::mysql {
+
+class LeaseHeldLock : public spi::HeldLock {
+ public:
+  LeaseHeldLock(std::string name, std::string owner_key, std::uint64_t token, Clock::time_point expiry,
+                std::string key_hex, std::string owner_hex);
+  const std::string& key_hex() const noexcept { return key_hex_; }
+  const std::string& owner_hex() const noexcept { return owner_hex_; }
+
+ private:
+  const std::string key_hex_;
+  const std::string owner_hex_;
+};
+
+// Thread safety: every method may be called concurrently (connections come from the pool).
+class LeaseBackend : public spi::Backend {
+ public:
+  // Connects once (bad credentials, database or port fail here), refuses Galera, creates
+  // the table unless create_tables=false, and checks it is there.
+  explicit LeaseBackend(MysqlOptions options);
+
+  const Capabilities& capabilities() const noexcept override { return caps_; }
+  std::unique_ptr<spi::Acquisition> begin_acquire(const spi::AttemptRequest& request,
+                                                  std::function<void()> wake) override;
+  // Owner- and token-checked UPDATE: true if it cleared our lease.
+  bool release(spi::HeldLock& lock) override;
+  // One UPDATE per 100 leases (all of them, whatever their names) plus the read-back.
+  void extend_many(std::span<spi::HeldLock* const> locks, std::chrono::milliseconds lease,
+                   std::span<spi::RenewStatus> out) noexcept override;
+
+  const MysqlOptions& options() const noexcept { return options_; }
+  // One acquire attempt (used by the acquisition).
+  spi::Attempt attempt(const spi::AttemptRequest& request, const std::string& key_hex);
+
+ private:
+  template <class F>
+  auto with_connection(const char* doing, F&& f);
+
+  const MysqlOptions options_;
+  Pool pool_;
+  Capabilities caps_;
+};
+
+}  // namespace dlock::mysql

@@ -1,0 +1,38 @@
+// Connections of one backend: an idle cache per class and the `pool` cap on all open ones
+// (idle, pinned by holds, waiting). No connection is ever reconnected: a broken one is dropped.
+#pragma once
+
+#include <chrono>
+#include <memory>
+#include <mutex>
+#include <vector>
+
+#include "connection.h"
+#include "options.h"
+
+namespace dlock::mysql {
+
+class Pool {
+ public:
+  explicit Pool(const MysqlOptions& options);
+
+  // An idle connection of class `cls` (dropping those idle for idle_limit() or more: the
+  // server's wait_timeout would end them), or a new one. Waits up to command_timeout for a slot
+  // when `pool` connections are open, then throws Error(unavailable) saying so.
+  // Throws Error for connect failures.
+  std::shared_ptr<Connection> get(ConnClass cls);
+  // Returns a healthy connection to the idle cache; drops a broken one.
+  void put(std::shared_ptr<Connection> conn) noexcept;
+  std::size_t open() const { return slots_->open(); }
+
+ private:
+  std::shared_ptr<Connection> pop_idle(ConnClass cls);
+  bool drop_one_idle();
+
+  const MysqlOptions& options_;
+  std::shared_ptr<Slots> slots_;
+  std::mutex mu_;
+  std::vector<std::shared_ptr<Connection>> idle_;  // guarded by mu_
+};
+
+}  // namespace dlock::mysql

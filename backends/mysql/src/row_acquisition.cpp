@@ -1,0 +1,272 @@
+#include "row_acquisition.h"
+
+#include <cppconn/exception.h>
+
+#include <thread>
+
+#include "errors.h"
+#include "keys.h"
+
+namespace dlock::mysql {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+using Phase = WaitState::Phase;
+
+std::uint64_t parse_token(const Rows& rows, const MysqlOptions& o) {
+  if (rows.size() != 1 || rows[0].empty() || !rows[0][0]) {
+    throw Error(ErrorCode::internal, o.where + ": the lock statement returned no token");
+  }
+  return std::stoull(*rows[0][0]);
+}
+
+// Sends KILL QUERY <id> from a pooled connection. False if it could not be sent.
+bool kill_query(Shared& shared, std::uint64_t id) noexcept {
+  try {
+    auto conn = shared.pool.get(ConnClass::short_);
+    conn->run({"KILL QUERY " + std::to_string(id), 1});
+    shared.pool.put(std::move(conn));
+    return true;
+  } catch (...) {
+    return false;
+  }
+}
+
+// The waiter thread: blocks in InnoDB's queue chunk by chunk until granted, failed or
+// abandoned.
+void wait_loop(std::shared_ptr<Shared> shared, std::shared_ptr<WaitState> st, std::string key_hex,
+               LockMode mode) {
+  const auto& o = shared->options;
+  auto finish = [&](Phase phase, std::shared_ptr<Connection> conn, bool keep) {
+    std::lock_guard lock(st->mu);
+    if (phase == Phase::failed && !st->abandoned && st->wake) st->wake();
+    if (!st->abandoned || phase != Phase::granted) st->phase = phase;
+    st->finished = true;
+    st->cv.notify_all();
+    if (conn) {
+      if (keep) {
+        shared->pool.put(std::move(conn));
+      } else {
+        Shared::discard(std::move(conn));
+      }
+    }
+  };
+  std::shared_ptr<Connection> conn;
+  try {
+    conn = shared->pool.get(ConnClass::long_);
+  } catch (...) {
+    finish(Phase::failed, nullptr, false);
+    return;
+  }
+  {
+    std::lock_guard lock(st->mu);
+    if (st->abandoned) {
+      st->finished = true;
+      st->cv.notify_all();
+      shared->pool.put(std::move(conn));
+      return;
+    }
+    st->conn_id = conn->id();
+    st->phase = Phase::waiting;
+  }
+  const Batch insert_missing = insert_row_batch(o.table, key_hex, "");
+  for (;;) {
+    const auto sent = Clock::now();
+    try {
+      const Rows rows = conn->run(lock_batch(o.table, key_hex, mode, Wait{o.wait_chunk}, conn->dirty));
+      conn->dirty = true;
+      if (rows.empty()) {  // the row vanished (dropped by a DBA): recreate it, wait again
+        conn->run(insert_missing);
+        conn->dirty = false;
+        continue;
+      }
+      const std::uint64_t token = parse_token(rows, o);
+      std::lock_guard lock(st->mu);
+      st->finished = true;
+      st->cv.notify_all();
+      if (st->abandoned) {  // a grant that raced with the give-up: closing undoes it
+        Shared::discard(std::move(conn));
+        return;
+      }
+      st->phase = Phase::granted;
+      st->conn = std::move(conn);
+      st->token = token;
+      // wait_timeout counts from the end of the server's last statement, i.e. from the
+      // grant, not from when this wait was sent (up to a chunk ago). The grant happened
+      // after `sent` and at most one network delay before we read it; S/10 is allowed for
+      // that delay.
+      st->sent = std::max(sent, Clock::now() - o.session_timeout / 10);
+      if (st->wake) st->wake();
+      return;
+    } catch (const sql::SQLException& e) {
+      conn->dirty = true;
+      bool abandoned = false;
+      {
+        std::lock_guard lock(st->mu);
+        abandoned = st->abandoned;
+      }
+      if (abandoned) {
+        // An interrupted wait still counts a locked row in its transaction: end it before
+        // the connection goes back to the cache, so nothing is left on the server.
+        bool clean = false;
+        if (!connection_lost(e)) {
+          try {
+            conn->run({"ROLLBACK", 1});
+            conn->dirty = false;
+            clean = true;
+          } catch (...) {
+          }
+        }
+        finish(Phase::done, std::move(conn), clean);
+        return;
+      }
+      if (e.getErrorCode() == code::lock_wait_timeout) continue;  // the chunk ran out
+      finish(Phase::failed, std::move(conn), false);
+      return;
+    } catch (...) {
+      finish(Phase::failed, std::move(conn), false);
+      return;
+    }
+  }
+}
+
+}  // namespace
+
+RowAcquisition::RowAcquisition(std::shared_ptr<Shared> shared, const spi::AttemptRequest& request,
+                               std::function<void()> wake)
+    : shared_(std::move(shared)),
+      request_(request),
+      wake_(std::move(wake)),
+      key_hex_(row_key_hex(shared_->options.prefix, request.name)),
+      lock_sql_(prepared_lock_sql(shared_->options.table, request.mode)) {}
+
+RowAcquisition::~RowAcquisition() {
+  if (!wait_) return;
+  auto st = wait_;
+  std::shared_ptr<Connection> granted;
+  std::uint64_t id = 0;
+  {
+    std::lock_guard lock(st->mu);
+    st->abandoned = true;
+    if (st->phase == Phase::granted) granted = std::move(st->conn);
+    if (st->finished) {
+      if (granted) Shared::discard(std::move(granted));
+      return;
+    }
+    id = st->conn_id;
+  }
+  if (granted) Shared::discard(std::move(granted));
+  if (id == 0) return;  // still connecting: the thread sees `abandoned` and leaves
+  const auto& o = shared_->options;
+  kill_query(*shared_, id);
+  {
+    std::unique_lock lock(st->mu);
+    if (st->cv.wait_for(lock, std::min(o.command_timeout, std::chrono::milliseconds(500)),
+                        [&] { return st->finished; })) {
+      return;
+    }
+  }
+  // The KILL may have reached the connection between two chunks: repeat it from a
+  // background thread until the wait ends (bounded by one chunk plus the read timeout).
+  try {
+    std::thread([shared = shared_, st, id] {
+      const auto give_up = Clock::now() + shared->options.wait_chunk + 2 * shared->options.command_timeout;
+      std::unique_lock lock(st->mu);
+      while (!st->finished && Clock::now() < give_up) {
+        lock.unlock();
+        kill_query(*shared, id);
+        lock.lock();
+        st->cv.wait_for(lock, std::chrono::milliseconds(100), [&] { return st->finished; });
+      }
+    }).detach();
+  } catch (...) {
+  }
+}
+
+std::chrono::milliseconds RowAcquisition::fallback_poll() const noexcept {
+  if (!wait_) return std::chrono::milliseconds(25);
+  std::lock_guard lock(wait_->mu);
+  if (wait_->phase == Phase::failed) return std::chrono::milliseconds(25);
+  return std::chrono::hours(24);
+}
+
+spi::Attempt RowAcquisition::attempt() {
+  if (wait_) {
+    std::unique_lock lock(wait_->mu);
+    switch (wait_->phase) {
+      case Phase::granted: {
+        wait_->phase = Phase::consumed;
+        auto conn = std::move(wait_->conn);
+        const auto token = wait_->token;
+        const auto sent = wait_->sent;
+        lock.unlock();
+        wait_.reset();
+        return pin_hold(shared_, std::move(conn), request_, token, sent);
+      }
+      case Phase::connecting:
+      case Phase::waiting:
+        return spi::Busy{};
+      default:  // failed: the queue position is lost; try again and queue anew
+        lock.unlock();
+        wait_.reset();
+        break;
+    }
+  }
+  auto result = try_now();
+  if (std::holds_alternative<spi::Busy>(result) && request_.will_wait) start_wait();
+  return result;
+}
+
+void RowAcquisition::start_wait() {
+  auto st = std::make_shared<WaitState>();
+  st->wake = wake_;
+  std::thread(wait_loop, shared_, st, key_hex_, request_.mode).detach();
+  wait_ = std::move(st);
+}
+
+spi::Attempt RowAcquisition::try_now() {
+  const auto& o = shared_->options;
+  auto conn = shared_->pool.get(ConnClass::short_);
+  bool fresh = conn->last_used + std::chrono::milliseconds(1) > Clock::now();
+  for (int round = 0; round < 4; ++round) {
+    const auto sent = Clock::now();
+    try {
+      const Rows rows = conn->run_prepared_lock(lock_sql_, key_hex_);
+      conn->dirty = true;
+      if (!rows.empty()) return pin_hold(shared_, std::move(conn), request_, parse_token(rows, o), sent);
+      // No row for this name yet: create it (once per name, ever) and lock again.
+      try {
+        conn->run(insert_row_batch(o.table, key_hex_, to_hex(request_.name)));
+        conn->dirty = false;
+      } catch (const sql::SQLException& e) {
+        if (e.getErrorCode() != code::lock_wait_timeout) throw;  // 1205: it exists and is held
+      }
+    } catch (const sql::SQLException& e) {
+      if (e.getErrorCode() == code::lock_wait_timeout) {
+        // A refused locking read still counts a locked row in its open transaction
+        // (INNODB_TRX trx_rows_locked=1): end it now rather than leave it on an idle
+        // connection (one more round trip, on the busy path only).
+        try {
+          conn->run({"ROLLBACK", 1});
+          conn->dirty = false;
+          shared_->pool.put(std::move(conn));
+        } catch (...) {
+          Shared::discard(std::move(conn));
+        }
+        return spi::Busy{};
+      }
+      conn->broken = true;
+      if (connection_lost(e) && !fresh) {
+        // A cached connection the server had closed (restart, wait_timeout): a new one.
+        // Closing the old one ends whatever it may have been granted.
+        conn = shared_->pool.get(ConnClass::short_);
+        fresh = true;
+        continue;
+      }
+      throw translate_error(o.where, "locking " + std::string(request_.mode == LockMode::shared ? "shared" : "exclusive"), e);
+    }
+  }
+  throw Error(ErrorCode::internal, o.where + ": the row of a lock name keeps disappearing");
+}
+
+}  // namespace dlock::mysql

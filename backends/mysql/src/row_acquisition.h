@@ -1,0 +1,57 @@
+// One acquire call in row mode: a NOWAIT attempt on a short connection, then (if it will
+// wait) a server-side blocking wait in InnoDB's queue on a waiter connection, run by a
+// thread of its own (Connector/C++ is synchronous). A grant from the wait is picked up by
+// the next attempt() with no round trip.
+#pragma once
+
+#include <condition_variable>
+#include <memory>
+#include <mutex>
+#include <string>
+
+#include "dlock/spi/backend.h"
+#include "row_backend.h"
+
+namespace dlock::mysql {
+
+// The state a waiter thread shares with its acquisition (and outlives it if need be).
+struct WaitState {
+  enum class Phase { connecting, waiting, granted, consumed, failed, done };
+  std::mutex mu;
+  std::condition_variable cv;
+  Phase phase = Phase::connecting;  // guarded by mu
+  bool abandoned = false;           // guarded by mu: the acquisition is gone
+  bool finished = false;            // guarded by mu: the thread has returned
+  std::shared_ptr<Connection> conn; // guarded by mu
+  std::uint64_t conn_id = 0;        // guarded by mu: for KILL QUERY
+  std::uint64_t token = 0;
+  std::chrono::steady_clock::time_point sent;  // the expiry estimate starts here
+  std::function<void()> wake;       // called under mu, never after abandoned is set
+};
+
+class RowAcquisition final : public spi::Acquisition {
+ public:
+  RowAcquisition(std::shared_ptr<Shared> shared, const spi::AttemptRequest& request,
+                 std::function<void()> wake);
+  // Abandons a wait: KILL QUERY on the waiter connection, a raced grant closed (its
+  // connection is dropped, which ends the transaction). Blocks at most ~command_timeout;
+  // a wait that does not end by then is killed again from a background thread.
+  ~RowAcquisition() override;
+
+  spi::Attempt attempt() override;
+  std::chrono::milliseconds fallback_poll() const noexcept override;
+
+ private:
+  // One NOWAIT attempt on a short connection (creating the row first if it is missing).
+  spi::Attempt try_now();
+  void start_wait();
+
+  std::shared_ptr<Shared> shared_;
+  const spi::AttemptRequest& request_;
+  std::function<void()> wake_;
+  const std::string key_hex_;
+  const std::string lock_sql_;  // the prepared NOWAIT statement's text
+  std::shared_ptr<WaitState> wait_;
+};
+
+}  // namespace dlock::mysql

@@ -1,0 +1,92 @@
+// RowBackend (mode=row): a real InnoDB row lock per name, held by an open transaction on a
+// pinned connection. See backends/mysql/README.md and shared/SESSION_BACKENDS.md §2.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "connection.h"
+#include "dlock/spi/backend.h"
+#include "fd_monitor.h"
+#include "options.h"
+#include "pool.h"
+
+namespace dlock::mysql {
+
+// What outlives the backend object while background clean-up still runs.
+struct Shared {
+  explicit Shared(MysqlOptions o) : options(std::move(o)), pool(options) {}
+  const MysqlOptions options;
+  Pool pool;
+  FdMonitor monitor;
+
+  // The server-side end of a session that answered a request sent at `sent`:
+  // sent + S - (1 % of S + 2 ms), the same drift allowance as backends/redis.
+  std::chrono::steady_clock::time_point expiry_from(std::chrono::steady_clock::time_point sent) const;
+  // Closes `conn` on a background thread (closing ends its transaction on the server).
+  static void discard(std::shared_ptr<Connection> conn) noexcept;
+};
+
+// A hold: the pinned connection whose open transaction keeps the row locked.
+class RowHeldLock : public spi::HeldLock {
+ public:
+  RowHeldLock(std::string name, LockMode mode, std::string owner_key, std::uint64_t token,
+              Clock::time_point expiry, std::shared_ptr<Shared> shared,
+              std::shared_ptr<Connection> conn);
+  // Does not block: an unreleased connection is closed on a background thread.
+  ~RowHeldLock() override;
+
+  // The pinned connection, taken out for release (null once taken).
+  std::shared_ptr<Connection> take_connection() noexcept;
+  std::shared_ptr<Connection> connection() const noexcept;
+  void set_watch(std::uint64_t id) noexcept { watch_id_ = id; }
+  std::uint64_t watch() const noexcept { return watch_id_; }
+
+ private:
+  std::shared_ptr<Shared> shared_;
+  mutable std::mutex mu_;
+  std::shared_ptr<Connection> conn_;  // guarded by mu_
+  std::uint64_t watch_id_ = 0;
+};
+
+// Thread safety: every method may be called concurrently.
+class RowBackend : public spi::Backend {
+ public:
+  // Connects once (a bad password, database or port fails here), refuses anything but
+  // MariaDB without Galera, creates the table and sequence unless create_tables=false, and
+  // checks the table is there. Throws Error (invalid_argument / unavailable / unsupported).
+  explicit RowBackend(MysqlOptions options);
+  ~RowBackend() override = default;
+
+  const Capabilities& capabilities() const noexcept override { return caps_; }
+  std::unique_ptr<spi::Acquisition> begin_acquire(const spi::AttemptRequest& request,
+                                                  std::function<void()> wake) override;
+  // ROLLBACK on the pinned connection: true; a dead session: false.
+  bool release(spi::HeldLock& lock) override;
+  // A `DO 1` probe per pinned connection.
+  void extend_many(std::span<spi::HeldLock* const> locks, std::chrono::milliseconds lease,
+                   std::span<spi::RenewStatus> out) noexcept override;
+
+  const MysqlOptions& options() const noexcept { return shared_->options; }
+  std::size_t open_connections() const { return shared_->pool.open(); }
+
+ private:
+  std::shared_ptr<Shared> shared_;
+  Capabilities caps_;
+};
+
+// Pins `conn` as the hold of `request` (token from the lock statement sent at `sent`):
+// registers it with the connection's SessionHolds and the hang-up monitor.
+std::shared_ptr<RowHeldLock> pin_hold(const std::shared_ptr<Shared>& shared,
+                                      std::shared_ptr<Connection> conn,
+                                      const spi::AttemptRequest& request, std::uint64_t token,
+                                      std::chrono::steady_clock::time_point sent);
+
+// Runs `batch` on `conn` within command_timeout: inline on a short-class connection (its read
+// timeout bounds it), on a helper thread for a long-class one. On timeout the connection is
+// marked broken and Error(unavailable) thrown. Throws sql::SQLException from the server.
+Rows run_bounded(const Shared& shared, const std::shared_ptr<Connection>& conn, const Batch& batch);
+
+}  // namespace dlock::mysql

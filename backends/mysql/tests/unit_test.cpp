@@ -1,0 +1,179 @@
+// Unit tests of the mysql backend's pure parts: URI parsing, the SQL builder, name hashing.
+// No server needed.
+#include <gtest/gtest.h>
+
+#include <string>
+
+#include "dlock/error.h"
+#include "dlock/uri.h"
+#include "keys.h"
+#include "lease_sql.h"
+#include "options.h"
+#include "sql.h"
+
+namespace dlock::mysql {
+namespace {
+
+MysqlOptions parse(const std::string& text) { return parse_options(Uri::parse(text)); }
+
+std::string error_of(const std::string& text) {
+  try {
+    parse(text);
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), ErrorCode::invalid_argument) << e.what();
+    return e.what();
+  }
+  ADD_FAILURE() << "accepted: " << text;
+  return "";
+}
+
+TEST(MysqlUri, Defaults) {
+  const auto o = parse("mysql://u:secret@db.example:3307/app");
+  EXPECT_EQ(o.host, "db.example");
+  EXPECT_EQ(o.port, 3307);
+  EXPECT_EQ(o.user, "u");
+  EXPECT_EQ(o.password.value(), "secret");
+  EXPECT_EQ(o.database, "app");
+  EXPECT_EQ(o.table, "dlock_lock");
+  EXPECT_EQ(o.prefix, "");
+  EXPECT_EQ(o.mode, Mode::row);
+  EXPECT_EQ(o.session_timeout, std::chrono::seconds(10));
+  EXPECT_EQ(o.connect_timeout, std::chrono::seconds(2));
+  EXPECT_EQ(o.command_timeout, std::chrono::seconds(2));
+  EXPECT_EQ(o.wait_chunk, std::chrono::seconds(30));
+  EXPECT_EQ(o.pool, 64u);
+  EXPECT_TRUE(o.create_tables);
+  EXPECT_EQ(o.where.find("secret"), std::string::npos);
+  EXPECT_EQ(parse("mysql://u@h/app").port, 3306);
+}
+
+TEST(MysqlUri, EveryParameter) {
+  const auto o = parse(
+      "mariadb://u:p@127.0.0.1/app?table=locks_1&prefix=svc%2Fa&session_timeout=1500ms&"
+      "connect_timeout=3s&command_timeout=700ms&wait_chunk=5s&pool=3&create_tables=false&"
+      "ssl_ca=/ca.pem&ssl_cert=/c.pem&ssl_key=/k.pem&mode=lease");
+  EXPECT_EQ(o.table, "locks_1");
+  EXPECT_EQ(o.prefix, "svc/a");
+  EXPECT_EQ(o.session_timeout, std::chrono::milliseconds(1500));
+  EXPECT_EQ(o.session_seconds(), std::chrono::seconds(2));  // wait_timeout rounds up
+  EXPECT_EQ(o.connect_timeout, std::chrono::seconds(3));
+  EXPECT_EQ(o.command_timeout, std::chrono::milliseconds(700));
+  EXPECT_EQ(o.wait_chunk, std::chrono::seconds(5));
+  EXPECT_EQ(o.pool, 3u);
+  EXPECT_FALSE(o.create_tables);
+  EXPECT_EQ(o.ssl_ca, "/ca.pem");
+  EXPECT_EQ(o.ssl_cert, "/c.pem");
+  EXPECT_EQ(o.ssl_key, "/k.pem");
+  EXPECT_EQ(o.mode, Mode::lease);
+  EXPECT_EQ(parse("mysql://u@h/app?mode=lease").table, "dlock_lease");
+  EXPECT_EQ(parse("mysql://u@h/app?mode=row").table, "dlock_lock");
+}
+
+TEST(MysqlUri, UnixSocket) {
+  const auto o = parse("mysql+unix://u:p@/run/mysqld/mysqld.sock?db=app");
+  EXPECT_EQ(o.unix_path, "/run/mysqld/mysqld.sock");
+  EXPECT_EQ(o.database, "app");
+  EXPECT_TRUE(o.host.empty());
+  EXPECT_NE(error_of("mysql+unix://u@/run/x.sock").find("database"), std::string::npos);
+  EXPECT_NE(error_of("mysql+unix://u@/?db=app").find("socket"), std::string::npos);
+}
+
+TEST(MysqlUri, BadInputNamesTheProblemWithoutThePassword) {
+  EXPECT_NE(error_of("mysql://u:hunter2@h/app?bogus=1").find("bogus"), std::string::npos);
+  EXPECT_EQ(error_of("mysql://u:hunter2@h/app?bogus=1").find("hunter2"), std::string::npos);
+  EXPECT_NE(error_of("mysql://u@h/").find("database"), std::string::npos);
+  EXPECT_NE(error_of("mysql://u@h/app;drop").find("database"), std::string::npos);
+  EXPECT_NE(error_of("mysql://h/app").find("user"), std::string::npos);
+  EXPECT_NE(error_of("mysql://u@h1,h2/app").find("one host"), std::string::npos);
+  EXPECT_NE(error_of("mysql://u@h/app?table=a%60b").find("table"), std::string::npos);
+  EXPECT_NE(error_of("mysql://u@h/app?table=" + std::string(55, 'a')).find("table"), std::string::npos);
+  EXPECT_NE(error_of("mysql://u@h/app?mode=named").find("mode"), std::string::npos);
+  EXPECT_NE(error_of("mysql://u@h/app?session_timeout=500ms").find("session_timeout"), std::string::npos);
+  EXPECT_NE(error_of("mysql://u@h/app?session_timeout=fast").find("session_timeout"), std::string::npos);
+  EXPECT_NE(error_of("mysql://u@h/app?wait_chunk=500ms").find("wait_chunk"), std::string::npos);
+  EXPECT_NE(error_of("mysql://u@h/app?pool=1").find("pool"), std::string::npos);
+  EXPECT_NE(error_of("mysql://u@h/app?ssl_cert=/c.pem").find("ssl_key"), std::string::npos);
+  EXPECT_NE(error_of("mysql://u@h/app?prefix=" + std::string(257, 'p')).find("prefix"), std::string::npos);
+  EXPECT_NE(error_of("mysql://u@h:99999/app").find("port"), std::string::npos);
+}
+
+TEST(MysqlKeys, Sha256OfPrefixZeroName) {
+  // hashlib.sha256(prefix + b"\0" + name).hexdigest()
+  EXPECT_EQ(row_key_hex("", "a"), "022a6979e6dab7aa5ae4c3e5e45f7e977112a7e63593820dbec1ec738a24f93c");
+  EXPECT_EQ(row_key_hex("p", "a"), "a11efd2502f9ff344cb3b2fc6d7d5145f5c877dd22aa7b7c359824fbd3cb203e");
+  // The separator keeps ("a","bc") and ("ab","c") apart.
+  EXPECT_EQ(row_key_hex("a", "bc"), "40bb547d936bbd31318ee37ac8799e7ecbb22eda2651f65e3214bffb8ce97bb4");
+  EXPECT_EQ(row_key_hex("ab", "c"), "6c032e631d39a14d85aff7e319546af701e26c97b57ca95fbfe9c6ba855f67bf");
+  EXPECT_NE(row_key_hex("", "A"), row_key_hex("", "a"));  // case-sensitive
+}
+
+TEST(MysqlKeys, HexCoversEveryByte) {
+  EXPECT_EQ(to_hex(std::string("a'\\%_\0\xff", 7)), "61275c255f00ff");
+  EXPECT_EQ(to_hex(""), "");
+  const std::string big(4096, '\'');
+  EXPECT_EQ(to_hex(big).find_first_not_of("27"), std::string::npos);
+}
+
+TEST(MysqlSql, SetupPinsTheSession) {
+  const Batch b = setup_batch(std::chrono::seconds(3), std::chrono::seconds(0));
+  EXPECT_EQ(b.statements, 3);
+  EXPECT_NE(b.text.find("autocommit=0"), std::string::npos);
+  EXPECT_NE(b.text.find("wait_timeout=3"), std::string::npos);
+  EXPECT_NE(b.text.find("innodb_lock_wait_timeout=0"), std::string::npos);
+  EXPECT_NE(b.text.find("idle_transaction_timeout=0"), std::string::npos);
+  EXPECT_NE(b.text.find("READ COMMITTED"), std::string::npos);
+  EXPECT_NE(b.text.find("@@wsrep_on"), std::string::npos);
+  EXPECT_NE(b.text.find("PROCESSLIST"), std::string::npos);
+}
+
+TEST(MysqlSql, LockStatements) {
+  const std::string k(64, 'a');
+  EXPECT_EQ(lock_batch("t", k, LockMode::exclusive, Wait{}, false).text,
+            "SELECT NEXTVAL(`t_seq`) FROM `t` WHERE k=X'" + k + "' FOR UPDATE NOWAIT");
+  const Batch shared = lock_batch("t", k, LockMode::shared, Wait{std::chrono::seconds(30)}, true);
+  EXPECT_EQ(shared.statements, 2);
+  EXPECT_EQ(shared.text, "ROLLBACK;SELECT NEXTVAL(`t_seq`) FROM `t` WHERE k=X'" + k +
+                             "' LOCK IN SHARE MODE WAIT 30");
+  EXPECT_EQ(prepared_lock_sql("t", LockMode::exclusive),
+            "SELECT NEXTVAL(`t_seq`) FROM `t` WHERE k=UNHEX(?) FOR UPDATE NOWAIT");
+  EXPECT_EQ(prepared_lock_sql("t", LockMode::shared),
+            "SELECT NEXTVAL(`t_seq`) FROM `t` WHERE k=UNHEX(?) LOCK IN SHARE MODE NOWAIT");
+  const Batch ins = insert_row_batch("t", k, "00ff");
+  EXPECT_EQ(ins.statements, 3);
+  EXPECT_NE(ins.text.find("INSERT IGNORE INTO `t` (k, name) VALUES (X'" + k + "', X'00ff')"), std::string::npos);
+  EXPECT_NE(ins.text.find("innodb_lock_wait_timeout=0"), std::string::npos);
+}
+
+TEST(MysqlSql, DdlStartsTheSequenceAtTheGivenValue) {
+  const Batch b = create_tables_batch("locks", 1795371701497656ULL);
+  EXPECT_EQ(b.statements, 2);
+  EXPECT_NE(b.text.find("CREATE TABLE IF NOT EXISTS `locks`"), std::string::npos);
+  EXPECT_NE(b.text.find("CREATE SEQUENCE IF NOT EXISTS `locks_seq` START WITH 1795371701497656"),
+            std::string::npos);
+}
+
+TEST(MysqlLeaseSql, AcquireTakesOverOnlyAFreeOrExpiredRowOnTheServerClock) {
+  const std::string k(64, 'b');
+  const Batch b = lease_acquire_batch("l", k, "6e", "6f", std::chrono::milliseconds(1500));
+  EXPECT_EQ(b.statements, 4);
+  EXPECT_NE(b.text.find("@dlock_now := CAST(UNIX_TIMESTAMP(NOW(6))*1000000 AS SIGNED)"), std::string::npos);
+  EXPECT_NE(b.text.find("INSERT IGNORE INTO `l`"), std::string::npos);
+  EXPECT_NE(b.text.find("token = GREATEST(token + 1, @dlock_now), expires_at = @dlock_now + 1500000 "
+                        "WHERE k = X'" + k + "' AND expires_at <= @dlock_now"),
+            std::string::npos);
+}
+
+TEST(MysqlLeaseSql, ReleaseAndRenewAreOwnerAndTokenChecked) {
+  const std::string k(64, 'c');
+  const Batch r = lease_release_batch("l", k, "6f", 42);
+  EXPECT_NE(r.text.find("WHERE k = X'" + k + "' AND owner = X'6f' AND token = 42"), std::string::npos);
+  const Batch n = lease_renew_batch("l", {{k, "6f", 42}, {k, "70", 43}}, std::chrono::milliseconds(2000));
+  EXPECT_EQ(n.statements, 3);
+  EXPECT_NE(n.text.find("(k = X'" + k + "' AND owner = X'6f' AND token = 42) OR (k = X'" + k +
+                        "' AND owner = X'70' AND token = 43)"),
+            std::string::npos);
+  EXPECT_NE(n.text.find("AND expires_at > @dlock_now"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace dlock::mysql
