@@ -208,12 +208,11 @@ spi::Attempt PgAcquisition::from_waiter() {
           }
         } else {
           const std::string state = sqlstate_of(r.get());
+          const bool chunk_end = state == sqlstate::lock_not_available || state == sqlstate::query_canceled;
+          // Translated before the unlock, which closes (frees) the connection when it fails.
+          if (!chunk_end) error = translate_error(o.where, "wait", c->raw(), r.get());
           unlock_locked(*waiter_, k);  // undoes a grant that raced with the chunk's end
-          if (state == sqlstate::lock_not_available || state == sqlstate::query_canceled) {
-            if (waiter_->conn()) send_wait();
-          } else {
-            error = translate_error(o.where, "wait", c->raw(), r.get());
-          }
+          if (chunk_end && waiter_->conn()) send_wait();
         }
       } catch (const Error& e) {
         error = e;
