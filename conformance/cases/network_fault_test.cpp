@@ -37,7 +37,17 @@ TEST_P(NetworkFaults, ServerRestartWhileHoldingNeverDoubleGrants) {
   ASSERT_NO_THROW(env().restart_server());
   // Contend at once: a grant before the holder is told would be a double grant.
   auto b = track(*other, n, Wait::for_duration(bound + lease() + tol() * 2));
-  ASSERT_TRUE(b) << "the lock never became available after the restart";
+  if (!b) {
+    // A server that restores sessions (a ZooKeeper ensemble restarted within S) may keep the
+    // holder's lock: then the holder still holds it, was never told otherwise, and its
+    // release frees the name at once. Anything else is a lock stuck by the restart.
+    ASSERT_TRUE(a->lease().held() && !a->lost_ns().has_value())
+        << "the lock never became available after the restart, and its holder lost it";
+    EXPECT_TRUE(a->release()) << "the holder that kept the lock could not release it";
+    EXPECT_TRUE(track(*other, n, Wait::for_duration(tol() * 2)))
+        << "the lock kept across the restart was not free after its release";
+    return;
+  }
   EXPECT_TRUE(a->lost_ns().has_value() || a->lease().held())
       << "the holder neither kept the lock nor was told it lost it";
   // The checker (TearDown) fails the case if b was granted before a was signalled lost, or if
