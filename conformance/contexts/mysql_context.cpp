@@ -169,7 +169,9 @@ class MysqlEnv : public BackendEnv {
     std::string q =
         "SELECT t.trx_mysql_thread_id FROM information_schema.INNODB_TRX t "
         "JOIN information_schema.PROCESSLIST p ON p.ID = t.trx_mysql_thread_id "
-        "WHERE p.DB = '" + db_ + "' AND (t.trx_rows_locked > 0";
+        // PROCESSLIST was seen to show a fresh holder's DB as NULL for a moment; cases run
+        // one at a time and clean up, so a NULL-database transaction is this case's.
+        "WHERE (p.DB = '" + db_ + "' OR p.DB IS NULL) AND (t.trx_rows_locked > 0";
     // The saboteur kills every running transaction of the database (trx_rows_locked is
     // approximate and was seen at 0 for a fresh holder): only holders keep one open.
     q += waiting_too ? " OR t.trx_state = 'LOCK WAIT')" : " OR 1) AND t.trx_state <> 'LOCK WAIT'";
