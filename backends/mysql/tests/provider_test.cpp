@@ -217,7 +217,7 @@ TEST_F(MysqlProviderTest, PoolExhaustionIsUnavailableNotAHang) {
   ASSERT_TRUE(a && b);
   const auto t0 = Clock::now();
   try {
-    p->try_lock("x3", Wait::try_once(), {.owner = "c"});
+    (void)p->try_lock("x3", Wait::try_once(), {.owner = "c"});
     ADD_FAILURE() << "a third hold on pool=2";
   } catch (const Error& e) {
     EXPECT_EQ(e.code(), ErrorCode::unavailable);
