@@ -168,7 +168,7 @@ class MysqlEnv : public BackendEnv {
     std::unique_ptr<sql::Statement> s(c->createStatement());
     std::string q =
         "SELECT t.trx_mysql_thread_id FROM information_schema.INNODB_TRX t "
-        "JOIN information_schema.PROCESSLIST p ON p.ID = t.trx_mysql_thread_id "
+        "LEFT JOIN information_schema.PROCESSLIST p ON p.ID = t.trx_mysql_thread_id "
         // PROCESSLIST was seen to show a fresh holder's DB as NULL for a moment; cases run
         // one at a time and clean up, so a NULL-database transaction is this case's.
         "WHERE (p.DB = '" + db_ + "' OR p.DB IS NULL) AND (t.trx_rows_locked > 0";
