@@ -311,6 +311,15 @@ start_postgres() {
       cat "$d/data/pg_hba.conf"; } >"$d/pg_hba.new"
     as_postgres cp "$d/pg_hba.new" "$d/data/pg_hba.conf" && rm -f "$d/pg_hba.new"
   fi
+  # A postmaster killed with SIGKILL leaves data/postmaster.pid behind. Taken for the new
+  # server's, it would be read before the new one writes its own (and its dead pid reported
+  # as "exited during startup"); while the dead one is an unreaped zombie, postgres itself
+  # refuses to start ("lock file already exists"). No live postmaster owns it: remove it.
+  local stale
+  stale=$(head -n1 "$d/data/postmaster.pid" 2>/dev/null | tr -dc 0-9) || true
+  if [[ -n "$stale" ]] && ! alive "$stale" postgres; then
+    rm -f "$d/data/postmaster.pid"
+  fi
   as_postgres "$bin/pg_ctl" -D "$d/data" -l "$d/pg.log" \
     -o "-p $port -k $d -c listen_addresses=127.0.0.1" -W start </dev/null >"$d/pg_ctl.log" 2>&1 ||
     { show_log postgres "$d/pg_ctl.log" "$d/pg.log"; return 1; }
