@@ -1,7 +1,5 @@
 #include "scheduler.h"
 
-#include <unistd.h>
-
 #include <algorithm>
 #include <atomic>
 #include <condition_variable>
@@ -228,14 +226,14 @@ void stop_thread(std::thread& t) {
 }  // namespace
 
 Scheduler::Scheduler(std::shared_ptr<spi::Backend> backend)
-    : shared_(std::make_shared<Shared>()), owner_pid_(::getpid()) {
+    : shared_(std::make_shared<Shared>()) {
   shared_->backend = std::move(backend);
   timekeeper_ = std::make_unique<std::thread>(run_timekeeper, shared_);
   worker_ = std::make_unique<std::thread>(run_worker, shared_);
 }
 
 Scheduler::~Scheduler() {
-  if (::getpid() != owner_pid_) {
+  if (owner_.in_forked_child()) {
     // A forked child: no threads to join or detach, and a mutex that may stay locked forever.
     static_cast<void>(timekeeper_.release());
     static_cast<void>(worker_.release());

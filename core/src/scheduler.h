@@ -12,6 +12,7 @@
 #include <thread>
 
 #include "dlock/spi/backend.h"
+#include "dlock/spi/fork_guard.h"
 #include "dlock/spi/held_lock.h"
 #include "hold.h"
 
@@ -67,7 +68,9 @@ class Scheduler {
   std::shared_ptr<Shared> shared_;
   std::unique_ptr<std::thread> timekeeper_;
   std::unique_ptr<std::thread> worker_;
-  int owner_pid_;  // the process that started the threads
+  // The process that started the threads. A fork generation, not a pid: a grandchild may
+  // get the pid of an owner that has exited, and would then join threads it does not have.
+  spi::ForkGuard owner_;
 };
 
 }  // namespace dlock::detail

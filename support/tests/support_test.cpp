@@ -1,11 +1,10 @@
-// The support library: SHA-256 against FIPS 180-2 vectors, hex, eventfd wake-ups, fork guard.
+// The support library: SHA-256 against FIPS 180-2 vectors, hex, eventfd wake-ups, percent-encoding.
 #include <gtest/gtest.h>
 #include <poll.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include "dlock/support/event_fd.h"
-#include "dlock/support/fork_guard.h"
+#include "dlock/support/percent_encode.h"
 #include "dlock/support/sha256.h"
 
 namespace dlock::support {
@@ -43,16 +42,19 @@ TEST(EventFd, SignalMakesItReadableUntilDrained) {
   EXPECT_FALSE(e.drain());
 }
 
-TEST(ForkGuard, OnlyTheChildSeesTheFork) {
-  ForkGuard guard;
-  EXPECT_FALSE(guard.in_forked_child());
-  pid_t pid = ::fork();
-  ASSERT_GE(pid, 0);
-  if (pid == 0) ::_exit(guard.in_forked_child() ? 0 : 1);
-  int status = 0;
-  ASSERT_EQ(::waitpid(pid, &status, 0), pid);
-  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << "the child did not see the fork";
-  EXPECT_FALSE(guard.in_forked_child());
+bool keep_lower_letters(unsigned char c) { return c >= 'a' && c <= 'z'; }
+
+TEST(PercentEncode, KeepsWhatTheCodecKeepsAndEscapesEveryOtherByte) {
+  const std::string_view bytes("ab/%\0\xff\x7fZ", 8);
+  EXPECT_EQ(percent_encode(bytes, &keep_lower_letters, HexCase::lower), "ab%2f%25%00%ff%7f%5a");
+  EXPECT_EQ(percent_encode(bytes, &keep_lower_letters, HexCase::upper), "ab%2F%25%00%FF%7F%5A");
+  EXPECT_EQ(percent_encode("", &keep_lower_letters, HexCase::lower), "");
+}
+
+TEST(PercentEncode, DistinctNamesStayDistinct) {
+  // '%' is always escaped, so an escape in the input never reads as an escaped byte.
+  EXPECT_NE(percent_encode("%2f", &keep_lower_letters, HexCase::lower),
+            percent_encode("/", &keep_lower_letters, HexCase::lower));
 }
 
 }  // namespace

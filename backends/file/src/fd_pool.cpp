@@ -2,14 +2,14 @@
 
 #include <utility>
 
-#include "dlock/support/fork_guard.h"
+#include "dlock/spi/fork_guard.h"
 
 namespace dlock::file {
 
-FdPool::FdPool() : generation_(support::fork_generation()) {}
+FdPool::FdPool() : generation_(spi::fork_generation()) {}
 
 void FdPool::forget_if_forked() {
-  std::uint64_t now = support::fork_generation();
+  std::uint64_t now = spi::fork_generation();
   if (now == generation_) return;
   idle_.clear();  // closes our copies only: the parent's descriptions stay open there
   count_ = 0;

@@ -4,7 +4,7 @@
 // Each entry is an open file description holding no lock (an idle one): a hold always owns
 // its description alone, so pooling never lets two holds share one. Idle descriptors are
 // kept per file name, at most kPerName per name and kMaxIdle in all; a descriptor that does
-// not fit is closed. A forked child never reuses its parent's descriptors (dlock/support/fork_guard.h).
+// not fit is closed. A forked child never reuses its parent's descriptors (dlock/spi/fork_guard.h).
 //
 // Thread safety: all methods may be called concurrently.
 #pragma once

@@ -6,7 +6,7 @@
 #include <utility>
 
 #include "dlock/error.h"
-#include "dlock/support/fork_guard.h"
+#include "dlock/spi/fork_guard.h"
 #include "acquisition.h"
 #include "file_held_lock.h"
 #include "lock_file.h"
@@ -26,7 +26,7 @@ FileHeldLock& as_file_lock(spi::HeldLock& lock) {
 
 FileBackend::FileBackend(FileConfig config)
     : config_(std::move(config)) {
-  static_cast<void>(support::fork_generation());  // registers the fork handler before any hold exists
+  static_cast<void>(spi::fork_generation());  // registers the fork handler before any hold exists
   caps_.reentrant = true;
   caps_.read_write = true;
   caps_.fair = false;
@@ -58,7 +58,7 @@ bool FileBackend::release(spi::HeldLock& lock) {
   FileHeldLock& held = as_file_lock(lock);
   std::lock_guard guard(held.mu);
   if (!held.file.valid()) return false;
-  if (held.generation != support::fork_generation()) {
+  if (held.generation != spi::fork_generation()) {
     held.file = LockFd{};  // a forked child: drop our copy, never the parent's lock
     return false;
   }

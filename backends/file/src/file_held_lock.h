@@ -7,7 +7,7 @@
 #include <string_view>
 
 #include "dlock/spi/held_lock.h"
-#include "dlock/support/fork_guard.h"
+#include "dlock/spi/fork_guard.h"
 #include "lock_file.h"
 
 namespace dlock::file {
@@ -21,7 +21,7 @@ class FileHeldLock final : public spi::HeldLock {
         file(std::move(held)),
         path(std::move(lock_path)),
         file_name_at_(file_name_at),
-        generation(support::fork_generation()) {}
+        generation(spi::fork_generation()) {}
 
   // The lock file's name inside the directory (the pool's key).
   std::string_view file_name() const noexcept { return std::string_view(path).substr(file_name_at_); }

@@ -1,5 +1,6 @@
 #include "name_codec.h"
 
+#include "dlock/support/percent_encode.h"
 #include "dlock/support/sha256.h"
 
 namespace dlock::file {
@@ -14,20 +15,7 @@ bool kept(unsigned char c) {
 std::string sha256_hex(std::string_view data) { return support::to_hex(support::sha256({data})); }
 
 std::string escape_name(std::string_view name) {
-  static constexpr char kHex[] = "0123456789abcdef";
-  std::string out;
-  out.reserve(name.size());
-  for (char ch : name) {
-    auto c = static_cast<unsigned char>(ch);
-    if (kept(c)) {
-      out += ch;
-    } else {
-      out += '%';
-      out += kHex[c >> 4];
-      out += kHex[c & 0xf];
-    }
-  }
-  return out;
+  return support::percent_encode(name, &kept, support::HexCase::lower);
 }
 
 std::string lock_file_name(std::string_view name) {

@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <charconv>
 
+#include "dlock/support/percent_encode.h"
+
 namespace dlock::zookeeper {
 namespace {
 
@@ -16,20 +18,7 @@ bool hex_digit(char c) { return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f')
 }  // namespace
 
 std::string encode_name(std::string_view name) {
-  static constexpr char kHex[] = "0123456789ABCDEF";
-  std::string out;
-  out.reserve(name.size() + 8);
-  for (char ch : name) {
-    const auto c = static_cast<unsigned char>(ch);
-    if (kept(c)) {
-      out += ch;
-    } else {
-      out += '%';
-      out += kHex[c >> 4];
-      out += kHex[c & 0xf];
-    }
-  }
-  return out;
+  return support::percent_encode(name, &kept, support::HexCase::upper);
 }
 
 std::string node_prefix(const std::string& parent, char mode, std::string_view id) {

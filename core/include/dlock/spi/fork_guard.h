@@ -8,7 +8,7 @@
 
 #include <cstdint>
 
-namespace dlock::support {
+namespace dlock::spi {
 
 // A number that changes in the child at every fork() (a pthread_atfork handler). The first
 // call registers the handler: call it before any fork that matters. Thread-safe, never throws.
@@ -25,4 +25,4 @@ class ForkGuard {
   std::uint64_t generation_;
 };
 
-}  // namespace dlock::support
+}  // namespace dlock::spi

@@ -1,10 +1,10 @@
-#include "dlock/support/fork_guard.h"
+#include "dlock/spi/fork_guard.h"
 
 #include <pthread.h>
 
 #include <atomic>
 
-namespace dlock::support {
+namespace dlock::spi {
 namespace {
 
 std::atomic<std::uint64_t> generation{0};
@@ -20,4 +20,4 @@ std::uint64_t fork_generation() noexcept {
   return generation.load(std::memory_order_relaxed);
 }
 
-}  // namespace dlock::support
+}  // namespace dlock::spi
