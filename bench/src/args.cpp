@@ -25,6 +25,7 @@ options:
   --only SECTIONS      e.g. "ab" (default "abcd")
   --iterations N       timed iterations of each latency loop (default 20000; quick 2000)
   --workers N          contenders in (b) (default 4)
+  --procs N,N,...      run (b) once per contender count, e.g. 2,4,8 (default: --workers)
   --contended DUR      length of (b) (default 10s; quick 2s)
   --leases N           leases in (d) (default 10000; quick 1000)
   --watchdog-lease DUR default lease asked for (d) through the URI's lease= (default 3s)
@@ -87,6 +88,15 @@ ParsedArgs parse_args(const std::vector<std::string>& args) {
       iterations_given = true;
     } else if (a == "--workers") {
       s.workers = parse_int(a, value(), 2, 16);
+    } else if (a == "--procs") {
+      const std::string& list = value();
+      s.procs.clear();
+      for (std::size_t from = 0; from <= list.size();) {
+        std::size_t comma = list.find(',', from);
+        if (comma == std::string::npos) comma = list.size();
+        s.procs.push_back(parse_int(a, list.substr(from, comma - from), 2, 16));
+        from = comma + 1;
+      }
     } else if (a == "--contended") {
       s.contended = parse_dur(a, value());
       contended_given = true;

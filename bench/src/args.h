@@ -19,6 +19,7 @@ struct Settings {
   int warmup = 2000;              // untimed iterations before each loop
   std::chrono::milliseconds loop_cap{8000};        // a loop stops early after this long
   int workers = 4;                                 // (b) contenders
+  std::vector<int> procs;                          // (b) run once per count (--procs 2,4,8); empty: workers
   std::chrono::milliseconds contended{10000};      // (b) measured window
   int leases = 10000;                              // (d) leases held by the watchdog
   std::chrono::milliseconds watchdog_lease{3000};  // (d) asked through the URI's lease= if accepted

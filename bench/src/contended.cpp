@@ -276,7 +276,7 @@ void run_contended(const std::string& uri, std::shared_ptr<dlock::ILockProvider>
 
   Row c;
   c.section = "b";
-  c.what = "CPU per 1,000 handoffs, all workers (user+sys)";
+  c.what = "CPU per 1,000 handoffs, " + who + " (all workers, user+sys)";
   const double per_k = handoffs ? cpu / (static_cast<double>(handoffs) / 1000.0) : 0;
   const double per_k_acq = acquisitions ? cpu / (static_cast<double>(acquisitions) / 1000.0) : 0;
   c.other = fmt_fixed(per_k, 3) + " s (" + fmt_fixed(per_k_acq, 3) + " s per 1,000 acquisitions; " +

@@ -15,6 +15,7 @@
 #include "dlock/uri.h"
 #include "floor.h"
 #include "floor_file_handoff.h"
+#include "floor_redis_handoff.h"
 #include "loop.h"
 #include "peers.h"
 #include "postgres_extra.h"
@@ -76,20 +77,35 @@ int run(const Settings& s) {
         if (f.ping) ping_p50 = time_loop(s.warmup, std::min(s.iterations, 2000), s.loop_cap, f.ping).p50_us();
       });
     }
-    std::optional<HandoffFloor> handoff_floor;
-    if (uri.scheme == "file") {
-      section(report, "b", "F_OFD_SETLKW hand-off floor",
-              [&] { handoff_floor = run_file_handoff_floor(uri, s, report); });
-    }
-    section(report, "b", "contended handoff", [&] { run_contended(s.uri, provider, ping_p50, s, report); });
-    if (handoff_floor) {
-      section(report, "b", "hand-off versus floor", [&] { add_handoff_floor_ratios(*handoff_floor, report); });
-    }
+    std::vector<int> counts = s.procs.empty() ? std::vector<int>{s.workers} : s.procs;
+    for (int n : counts) {
+      Settings sn = s;
+      sn.workers = n;
+      std::optional<HandoffFloor> handoff_floor;
+      if (uri.scheme == "file") {
+        section(report, "b", "F_OFD_SETLKW hand-off floor",
+                [&] { handoff_floor = run_file_handoff_floor(uri, sn, report); });
+      }
+      std::optional<RedisHandoffFloor> redis_floor;
+      if (uri.scheme == "redis") {
+        section(report, "b", "BLPOP/LPUSH hand-off floor",
+                [&] { redis_floor = run_redis_handoff_floor(uri, sn, RedisFloorKind::blpop, report); });
+        section(report, "b", "SET NX spin floor",
+                [&] { run_redis_handoff_floor(uri, sn, RedisFloorKind::spin, report); });
+      }
+      section(report, "b", "contended handoff", [&] { run_contended(s.uri, provider, ping_p50, sn, report); });
+      if (redis_floor) {
+        section(report, "b", "hand-off versus the BLPOP floor", [&] { add_redis_handoff_ratios(*redis_floor, report); });
+      }
+      if (handoff_floor) {
+        section(report, "b", "hand-off versus floor", [&] { add_handoff_floor_ratios(*handoff_floor, report); });
+      }
 #ifndef DLOCK_BENCH_NO_POSTGRES
-    if (uri.scheme == "postgres" || uri.scheme == "postgresql") {
-      section(report, "b", "postgres native hand-off floor and peers", [&] { run_postgres_extra(uri, s, report); });
-    }
+      if (uri.scheme == "postgres" || uri.scheme == "postgresql") {
+        section(report, "b", "postgres native hand-off floor and peers", [&] { run_postgres_extra(uri, sn, report); });
+      }
 #endif
+    }
   }
   if (wants('c')) section(report, "c", "re-entry", [&] { run_reentry(*provider, s, report); });
   provider.reset();  // (d) counts server commands: nothing else of ours may talk meanwhile

@@ -4,6 +4,7 @@
 #include <stdexcept>
 
 #include "floor.h"
+#include "floor_redis_handoff.h"
 #include "redis_monitor.h"
 #include "redis_wire.h"
 
@@ -34,5 +35,7 @@ void RedisMonitor::read_loop() noexcept {}
 std::string Traffic::top(std::size_t, double) const { no_hiredis(); }
 
 Floor make_redis_floor(const dlock::Uri&) { no_hiredis(); }
+RedisHandoffFloor run_redis_handoff_floor(const dlock::Uri&, const Settings&, RedisFloorKind, Report&) { no_hiredis(); }
+void add_redis_handoff_ratios(const RedisHandoffFloor&, Report&) { no_hiredis(); }
 
 }  // namespace dlock_bench
