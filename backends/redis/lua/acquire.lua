@@ -21,6 +21,21 @@ local heartbeat, channel = tonumber(ARGV[6]), ARGV[7]
 local quiet = quiet_left(KEYS[7], tonumber(ARGV[9]), ARGV[10])
 if quiet > 0 then return -quiet end
 
+-- A waiter woken by its grant (the common case under contention) picks it up first, with
+-- one read: the purges below are every other attempt's and the release's job. (A grant
+-- took it off the queue; a retry after a lost reply may have left its own entry there.)
+if ARGV[8] == '1' and mode == 'x' then
+  local state = redis.call('HMGET', hash, 'mode', owner)
+  if state[1] == 'w' and state[2] then
+    local token = next_token(counter, lease)
+    redis.call('PEXPIRE', hash, lease)
+    local me = member_of(mode, lease, waiter, owner)
+    redis.call('ZREM', queue, me)
+    redis.call('ZREM', deadlines, me)
+    return token
+  end
+end
+
 -- One call answers the common case: nobody holds the lock and nobody waits for it.
 local present = redis.call('EXISTS', hash, queue)
 if present == 0 then

@@ -24,6 +24,14 @@ RedisAcquisition::~RedisAcquisition() {
 }
 
 spi::Attempt RedisAcquisition::attempt() {
+  if (req_.will_wait && !reg_) {
+    // A busy lock's channel usually stays subscribed between waits (it lingers): then
+    // registering costs no round trip, and done before the attempt it misses nothing, so
+    // one attempt is enough.
+    const RedisOptions& o = backend_.options();
+    auto sub = backend_.existing_subscriber();
+    if (sub && sub->subscribed(LockKeys(o.prefix, req_.name, o.db).channel)) register_for_wakeups();
+  }
   spi::Attempt a = attempt_once();
   if (req_.will_wait && !reg_ && std::holds_alternative<spi::Busy>(a)) {
     // Pub/sub only delivers what is published after SUBSCRIBE: subscribe now, then look

@@ -89,6 +89,11 @@ std::shared_ptr<Subscriber> RedisBackend::subscriber() {
   return subscriber_;
 }
 
+std::shared_ptr<Subscriber> RedisBackend::existing_subscriber() {
+  std::lock_guard lock(sub_mu_);
+  return subscriber_;
+}
+
 std::unique_ptr<spi::Acquisition> RedisBackend::begin_acquire(const spi::AttemptRequest& req,
                                                               std::function<void()> wake) {
   return std::make_unique<RedisAcquisition>(*this, req, std::move(wake));

@@ -67,6 +67,8 @@ class RedisBackend : public spi::Backend {
                                            Clock::time_point sent) const;
   // The provider's subscriber, created on the first wait.
   std::shared_ptr<Subscriber> subscriber();
+  // The subscriber if one was created (never creates it).
+  std::shared_ptr<Subscriber> existing_subscriber();
   template <class Op>
   auto with_retry(Op&& op);
 

@@ -113,6 +113,13 @@ std::unique_ptr<Subscriber::Registration> Subscriber::add(const std::string& cha
   return std::make_unique<Registration>(shared_from_this(), std::move(entry), polls);
 }
 
+bool Subscriber::subscribed(const std::string& channel) {
+  std::lock_guard lock(mu_);
+  auto it = channels_.find(channel);
+  return it != channels_.end() && state_.load() == State::up && it->second->confirmed.load() &&
+         !it->second->unsub_pending;
+}
+
 void Subscriber::remove(const std::shared_ptr<Entry>& entry) noexcept {
   {
     std::lock_guard lock(mu_);

@@ -69,6 +69,10 @@ class Subscriber : public std::enable_shared_from_this<Subscriber> {
   std::unique_ptr<Registration> add(const std::string& channel, std::string_view waiter_id,
                                     Polls polls, std::function<void()> wake);
 
+  // True while `channel` is subscribed and confirmed on a live connection: add() would then
+  // return at once, without a round trip, and miss nothing published after it.
+  bool subscribed(const std::string& channel);
+
  private:
   void remove(const std::shared_ptr<Entry>& entry) noexcept;
   void run() noexcept;
