@@ -14,6 +14,7 @@ local waiter, owner, mode, lease, channel = ARGV[1], ARGV[2], ARGV[3], ARGV[4], 
 -- Checked before the first write: the hand-over below issues tokens.
 if redis.call('EXISTS', queue) == 1 then last_token(counter) end
 local removed = redis.call('ZREM', queue, member_of(mode, lease, waiter, owner))
+redis.call('DEL', grant_list(hash, waiter))
 redis.call('ZREM', deadlines, member_of(mode, lease, waiter, owner))
 
 -- The core never acquires a name for an owner that holds it, so a hold of this owner here

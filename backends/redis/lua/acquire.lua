@@ -6,7 +6,7 @@
 -- KEYS[4] queue (member -> arrival number)   KEYS[5] waiter deadlines (member -> server ms)
 -- KEYS[6] arrival counter   (queue members: see queue.lua)   KEYS[7] data-loss marker
 -- ARGV[1] owner key   ARGV[2] x|s   ARGV[3] lease ms   ARGV[4] waiter id
--- ARGV[5] 1 = the caller will wait if busy   ARGV[6] heartbeat ms   ARGV[7] wake-up channel
+-- ARGV[5] 1 = the caller will wait if busy   ARGV[6] heartbeat ms   ARGV[7] (unused)
 -- ARGV[8] 1 = this owner may already hold it (a waiter, or a retry after a lost reply)
 -- ARGV[9] pause after data loss, ms   ARGV[10] the server's run_id as the client read it
 --
@@ -32,6 +32,7 @@ if ARGV[8] == '1' and mode == 'x' then
     local me = member_of(mode, lease, waiter, owner)
     redis.call('ZREM', queue, me)
     redis.call('ZREM', deadlines, me)
+    redis.call('DEL', grant_list(hash, waiter))  -- picked up here, not through the list
     return token
   end
 end
@@ -80,6 +81,7 @@ if ARGV[8] == '1' and ((mode == 'x' and held == 'w') or (mode == 's' and held ==
     redis.call('ZREM', queue, me)
     redis.call('ZREM', deadlines, me)
   end
+  redis.call('DEL', grant_list(hash, waiter))
   return token
 end
 

@@ -15,10 +15,12 @@ if not redis.acl_check_cmd then return {} end
 local hash, readers, counter, queue, deadlines, arrivals, latch, marker =
   ARGV[1], ARGV[2], ARGV[3], ARGV[4], ARGV[5], ARGV[6], ARGV[7], ARGV[8]
 local channel, sha = ARGV[9], ARGV[10]
+local grants = hash .. ':g:' .. 'w'  -- a waiter's grant list
 
 local checks = {
-  {'evalsha', sha, '1', hash}, {'subscribe', channel}, {'unsubscribe', channel},
-  {'publish', channel, 'm'}, {'time'},
+  {'evalsha', sha, '1', hash}, {'time'},
+  {'rpush', grants, 't'}, {'lpop', grants}, {'blpop', grants, '1'}, {'del', grants},
+  {'pexpire', grants, '1'},
   {'get', marker}, {'set', marker, 'v'},
   {'get', counter}, {'set', counter, '1', 'PX', '1'},
   {'get', latch}, {'set', latch, '1', 'PX', '1'},

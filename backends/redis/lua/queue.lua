@@ -98,6 +98,11 @@ local function purge_waiters(queue, deadlines)
   return true
 end
 
+-- A waiter's grant list (the hash tag keeps it in the lock's slot).
+local function grant_list(hash, waiter)
+  return hash .. ':g:' .. waiter
+end
+
 local function member_of(mode, lease, waiter, owner)
   return mode .. '|' .. lease .. '|' .. #waiter .. '|' .. waiter .. owner
 end
@@ -131,10 +136,10 @@ local function take(hash, readers, held, m, owner, lease)
 end
 
 -- Hands the lock to the waiters at the front of the queue while they fit: a writer when the
--- lock is free, readers while it is free or shared. Each grantee is told on the channel,
--- by name: "g<fencing token>:<waiter id>", and holds the lock for a pick-up lease of
--- heartbeat/2 only (at most its own lease): its next attempt picks the grant up with its full
--- lease counted from then, and a grantee that died meanwhile blocks the lock no longer than
+-- lock is free, readers while it is free or shared. Each grantee is told through its own
+-- grant list (RPUSH of the fencing token), and holds the lock for a pick-up lease of
+-- heartbeat/2 only (at most its own lease): its pick-up (lua/pickup.lua behind its BLPOP, or
+-- its next attempt) gives it its full lease counted from then, and a grantee that died meanwhile blocks the lock no longer than
 -- that. Returns the lock's mode afterwards.
 local function grant_queued(hash, readers, counter, queue, deadlines, arrivals, channel, held, heartbeat)
   local pickup = math.max(math.floor(heartbeat / 2), 1)
@@ -151,7 +156,11 @@ local function grant_queued(hash, readers, counter, queue, deadlines, arrivals, 
     if m then
       local token = next_token(counter, lease)
       held = take(hash, readers, held, m, owner, math.min(lease, pickup))
-      redis.call('PUBLISH', channel, 'g' .. string.format('%d', token) .. ':' .. waiter)
+      -- The grantee blocks in BLPOP on its own list: only it wakes. The list outlives a
+      -- grantee that died by little (its grant lapses after the pick-up lease anyway).
+      local grants = grant_list(hash, waiter)
+      redis.call('RPUSH', grants, string.format('%d', token))
+      redis.call('PEXPIRE', grants, heartbeat * 2)
     end
   end
   -- Under a writer, an emptied queue's arrival counter simply expires.

@@ -39,6 +39,12 @@ std::string LockKeys::latch(std::string_view request_id) const {
   return key;
 }
 
+std::string LockKeys::grants(std::string_view waiter_id) const {
+  std::string key = hash;
+  key.append(":g:").append(waiter_id);
+  return key;
+}
+
 std::string dataset_marker(std::string_view prefix) { return std::string(prefix) + "epoch"; }
 
 namespace {

@@ -25,6 +25,8 @@ struct LockKeys {
   LockKeys(std::string_view prefix, std::string_view name, unsigned db);
   // <prefix>{<enc>}:u:<request id>: one release request's latch.
   std::string latch(std::string_view request_id) const;
+  // <prefix>{<enc>}:g:<waiter id>: the list a release pushes a waiter's grant to.
+  std::string grants(std::string_view waiter_id) const;
 };
 
 // <prefix>epoch: the data-loss marker of every lock under `prefix` (never expires; README.md,

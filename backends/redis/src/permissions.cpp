@@ -30,8 +30,7 @@ void check_permissions(Connection& c, const Scripts& scripts, const RedisOptions
   if (r->elements > kShown) denied += " and " + std::to_string(r->elements - kShown) + " more";
   throw Error(ErrorCode::invalid_argument,
               options.where + ": the Redis user may not run what this backend needs: " + denied +
-                  ". Grant it the key pattern ~" + options.prefix + "*, the channel pattern &" +
-                  options.prefix + "* and the commands listed in backends/redis/README.md (\"ACL\")");
+                  ". Grant it the key pattern ~" + options.prefix + "* and the commands listed in backends/redis/README.md (\"ACL\")");
 }
 
 }  // namespace dlock::redis

@@ -83,15 +83,10 @@ RedisBackend::RedisBackend(RedisOptions options) : options_(std::move(options)),
 
 RedisBackend::~RedisBackend() = default;
 
-std::shared_ptr<Subscriber> RedisBackend::subscriber() {
-  std::lock_guard lock(sub_mu_);
-  if (!subscriber_) subscriber_ = std::make_shared<Subscriber>(options_);
-  return subscriber_;
-}
-
-std::shared_ptr<Subscriber> RedisBackend::existing_subscriber() {
-  std::lock_guard lock(sub_mu_);
-  return subscriber_;
+GrantWaiter* RedisBackend::grant_waiter() {
+  std::lock_guard lock(waiter_mu_);
+  if (!waiter_) waiter_ = std::make_unique<GrantWaiter>(options_, *scripts_);
+  return waiter_.get();
 }
 
 std::unique_ptr<spi::Acquisition> RedisBackend::begin_acquire(const spi::AttemptRequest& req,

@@ -10,7 +10,7 @@
 #include "options.h"
 #include "pool.h"
 #include "scripts.h"
-#include "subscriber.h"
+#include "grant_waiter.h"
 
 namespace dlock::redis {
 
@@ -65,10 +65,8 @@ class RedisBackend : public spi::Backend {
   // The hold granted to `req` by a request sent at `sent`.
   std::shared_ptr<spi::HeldLock> make_held(const spi::AttemptRequest& req, std::uint64_t token,
                                            Clock::time_point sent) const;
-  // The provider's subscriber, created on the first wait.
-  std::shared_ptr<Subscriber> subscriber();
-  // The subscriber if one was created (never creates it).
-  std::shared_ptr<Subscriber> existing_subscriber();
+  // The provider's grant waiter, created on the first wait.
+  GrantWaiter* grant_waiter();
   template <class Op>
   auto with_retry(Op&& op);
 
@@ -78,8 +76,8 @@ class RedisBackend : public spi::Backend {
   std::unique_ptr<Scripts> scripts_;
   std::string marker_;      // dataset_marker(prefix)
   std::string grace_text_;  // the pause after data loss, in ms
-  std::mutex sub_mu_;
-  std::shared_ptr<Subscriber> subscriber_;
+  std::mutex waiter_mu_;
+  std::unique_ptr<GrantWaiter> waiter_;
 };
 
 }  // namespace dlock::redis

@@ -14,6 +14,7 @@ const char* name(Script s) noexcept {
     case Script::extend: return "extend script";
     case Script::abandon: return "abandon script";
     case Script::permissions: return "permission check";
+    case Script::pickup: return "pick-up script";
   }
   return "script";
 }
@@ -27,13 +28,14 @@ std::string_view Scripts::source(Script s) noexcept {
     case Script::extend: return lua::extend;
     case Script::abandon: return lua::abandon;
     case Script::permissions: return lua::permissions;
+    case Script::pickup: return lua::pickup;
   }
   return {};
 }
 
 Scripts::Scripts(Connection& c) {
   for (Script s : {Script::acquire, Script::release, Script::extend, Script::abandon,
-                   Script::permissions}) {
+                   Script::permissions, Script::pickup}) {
     const std::string_view cmd[] = {"SCRIPT", "LOAD", source(s)};
     Reply r = c.command(cmd);
     if (r->type != REDIS_REPLY_STRING) c.fail(std::string("load ") + name(s), r.get());

@@ -18,9 +18,10 @@ extern const std::string_view release;
 extern const std::string_view extend;
 extern const std::string_view abandon;
 extern const std::string_view permissions;
+extern const std::string_view pickup;
 }  // namespace lua
 
-enum class Script { acquire, release, extend, abandon, permissions };
+enum class Script { acquire, release, extend, abandon, permissions, pickup };
 
 // Thread safety: immutable after construction (a script's SHA1 never changes).
 class Scripts {
@@ -45,7 +46,7 @@ class Scripts {
 
  private:
   static std::string_view source(Script s) noexcept;
-  std::array<std::string, 5> sha_;
+  std::array<std::string, 6> sha_;
 };
 
 }  // namespace dlock::redis

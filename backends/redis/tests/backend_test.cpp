@@ -176,6 +176,10 @@ TEST_F(RedisBackendTest, RetriedAcquireRecognisesItsOwnGrant) {
   auto first = try_get({"ra", "c1:a", LockMode::exclusive, 2s, false, true, "ra-a"});
   ASSERT_TRUE(first);
   auto again = try_get({"ra", "c1:a", LockMode::exclusive, 10s, false, true, "ra-a"});
+  // The first attempt of a new acquire call does not look for its own hold (that costs a
+  // read on every busy attempt); its blocking wait then finds the hold without a grant to
+  // tell, and wakes it: the next attempt, as the core makes it, picks the hold up.
+  if (!again) again = try_get({"ra", "c1:a", LockMode::exclusive, 10s, false, true, "ra-a"});
   ASSERT_TRUE(again);
   EXPECT_GT(again->fencing_token(), first->fencing_token());  // a new hold: a new token
   EXPECT_EQ(raw_->string({"HGET", keys("ra").hash, "c1:a"}), "1");
@@ -402,13 +406,13 @@ struct Flag {
   }
 };
 
-TEST_F(RedisBackendTest, ReleaseHandsTheLockToTheWaiterThroughPubSub) {
+TEST_F(RedisBackendTest, ReleaseHandsTheLockToTheWaiterThroughItsGrantList) {
   auto h = try_get({"pw", "c1:h"});
   ASSERT_TRUE(h);
   Flag woken;
   Acquire waiter(*backend_, {"pw", "c1:w", LockMode::exclusive, 10s, false, true, "pw-w"}, woken.fn());
-  EXPECT_FALSE(waiter.try_get());  // busy: queued and subscribed
-  EXPECT_GE(waiter.fallback_poll(), 100ms) << "subscribed, yet polling fast";
+  EXPECT_FALSE(waiter.try_get());  // busy: queued and blocked on its grant list
+  EXPECT_GE(waiter.fallback_poll(), 100ms) << "blocked, yet polling fast";
   EXPECT_LE(waiter.fallback_poll(), 400ms / 3 + 1ms) << "a waiter must refresh within its heartbeat";
   EXPECT_FALSE(waiter.try_get());
   EXPECT_EQ(woken.get(), 0);

@@ -97,7 +97,7 @@ TEST_F(RedisProviderTest, LockExcludesOtherProvidersAndReentersForTheSameOwner) 
   EXPECT_GT(lb->fencing_token(), l->fencing_token());
 }
 
-TEST_F(RedisProviderTest, ReleaseHandsOffThroughPubSubNotPolling) {
+TEST_F(RedisProviderTest, ReleaseHandsOffThroughTheGrantListNotPolling) {
   auto a = open();
   auto b = open();
   auto held = a->try_lock("h");
@@ -107,7 +107,7 @@ TEST_F(RedisProviderTest, ReleaseHandsOffThroughPubSubNotPolling) {
     auto l = b->try_lock("h", Wait::for_duration(10s));
     if (l) acquired_at = Clock::now().time_since_epoch().count();
   });
-  std::this_thread::sleep_for(300ms);  // the waiter is subscribed and asleep by now
+  std::this_thread::sleep_for(300ms);  // the waiter is blocked and asleep by now
   const auto released_at = Clock::now();
   EXPECT_TRUE(held->release());
   waiter.join();

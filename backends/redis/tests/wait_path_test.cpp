@@ -37,10 +37,26 @@ class RedisWaitPathTest : public ::testing::Test {
   LockKeys keys(std::string_view name) const { return LockKeys(prefix_, name, 0); }
   // A waiter that queues, then dies (SIGKILL): it never refreshes, never gives up. Its
   // acquisition is only destroyed at the end of the test.
+  // A waiter that dies while queued: its acquire call never goes on, and its blocking
+  // connection closes (as a SIGKILLed process's does), which ends its BLPOP on the server.
   void dead_waiter(const Req& r) {
     auto* a = new Acquire(*backend_, r);
     EXPECT_FALSE(a->try_get());
     dead_.push_back(a);
+    auto list = raw_->string({"CLIENT", "LIST"});
+    ASSERT_TRUE(list);
+    int killed = 0;
+    std::size_t at = 0;
+    while (at < list->size()) {
+      const std::size_t end = std::min(list->find('\n', at), list->size());
+      const std::string line = list->substr(at, end - at);
+      at = end + 1;
+      if (line.find(" cmd=blpop") == std::string::npos) continue;
+      const std::string id = line.substr(3, line.find(' ') - 3);  // "id=<n> addr=…"
+      raw_->cmd({"CLIENT", "KILL", "ID", id});
+      ++killed;
+    }
+    EXPECT_EQ(killed, 1) << "the dead waiter's blocking connection";
   }
 
   std::string prefix_, uri_;
