@@ -20,7 +20,7 @@ struct LockKeys {
   std::string queue;      // <prefix>{<enc>}:q     waiters -> arrival number (lua/queue.lua)
   std::string deadlines;  // <prefix>{<enc>}:d     waiters -> heartbeat deadline (server ms)
   std::string arrivals;   // <prefix>{<enc>}:n     arrival counter
-  std::string channel;    // <prefix>{<enc>}:c:<db> wake-up channel (pub/sub is not per-db)
+  std::string channel;    // <prefix>{<enc>}:c:<db> (no longer used: still passed to the scripts)
 
   LockKeys(std::string_view prefix, std::string_view name, unsigned db);
   // <prefix>{<enc>}:u:<request id>: one release request's latch.
