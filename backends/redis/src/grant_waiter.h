@@ -17,7 +17,7 @@
 
 #include "connection.h"
 #include "dlock/support/event_fd.h"
-#include "dlock/support/fork_guard.h"
+#include "dlock/spi/fork_guard.h"
 #include "options.h"
 #include "scripts.h"
 
@@ -87,7 +87,7 @@ class GrantWaiter {
   std::vector<std::unique_ptr<Connection>> idle_;      // guarded by mu_
   bool stop_ = false;                                  // guarded by mu_
   support::EventFd event_;
-  support::ForkGuard fork_guard_;
+  spi::ForkGuard fork_guard_;
   std::unique_ptr<std::thread> thread_;                // started on the first start()
 };
 
