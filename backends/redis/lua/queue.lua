@@ -29,14 +29,21 @@ end
 
 -- The last token issued for a lock, from its counter (0 if none). Raises, before the
 -- caller's first write, when the counter holds something no token can follow.
+-- Read once per script (a script runs alone: nothing else writes the counter meanwhile).
+local known_token = nil
 local function last_token(counter)
+  if known_token then return known_token end
   local text = redis.call('GET', counter)
-  if not text then return 0 end
+  if not text then
+    known_token = 0
+    return 0
+  end
   local n = tonumber(text)
   if not n or n ~= math.floor(n) or n >= 2 ^ 53 - 1 then
     error({err = 'ERR dlock: the fencing counter ' .. counter .. ' holds "' .. string.sub(text, 1, 40) ..
                  '", which is not a token: delete that key'})
   end
+  known_token = n
   return n
 end
 
@@ -49,6 +56,7 @@ end
 local function next_token(counter, lease)
   local token = math.max(last_token(counter) + 1, now_us())
   redis.call('SET', counter, string.format('%d', token), 'PX', math.max(lease, 1) * 10)
+  known_token = token
   return token
 end
 
