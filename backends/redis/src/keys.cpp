@@ -2,24 +2,21 @@
 
 #include <cstdint>
 
+#include "dlock/support/percent_encode.h"
+
 namespace dlock::redis {
 
+namespace {
+
+bool plain(unsigned char c) {
+  return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '.' ||
+         c == '_' || c == '/' || c == '-';
+}
+
+}  // namespace
+
 std::string encode_name(std::string_view name) {
-  static constexpr char kHex[] = "0123456789ABCDEF";
-  std::string out;
-  out.reserve(name.size());
-  for (unsigned char c : name) {
-    const bool plain = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
-                       c == '.' || c == '_' || c == '/' || c == '-';
-    if (plain) {
-      out.push_back(static_cast<char>(c));
-    } else {
-      out.push_back('%');
-      out.push_back(kHex[c >> 4]);
-      out.push_back(kHex[c & 0xF]);
-    }
-  }
-  return out;
+  return support::percent_encode(name, &plain, support::HexCase::upper);
 }
 
 LockKeys::LockKeys(std::string_view prefix, std::string_view name, unsigned db) {
