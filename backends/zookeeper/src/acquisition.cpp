@@ -77,20 +77,42 @@ ZkAcquisition::ZkAcquisition(std::shared_ptr<Client> client, const spi::AttemptR
       mode_(request.mode == LockMode::exclusive ? 'x' : 's') {}
 
 ZkAcquisition::~ZkAcquisition() {
-  if (conn_ && !watching_.empty()) conn_->unwatch(watching_, sink_.get());
+  // Giving up (or granted with a watch left): take the watch off the server too.
+  if (conn_ && !watching_.empty()) conn_->unwatch(watching_, sink_.get(), /*drop_server_watch=*/true);
   if (granted_ || !conn_ || conn_->dead()) return;
   if (!node_.empty()) {
     delete_now_or_later(node_);
   } else if (create_unknown_) {
-    // The create may have landed: find our node by its id, in the background.
-    post([conn = conn_, parent = parent_, id = id_, timeout = client_->options().command_timeout] {
-      auto r = conn->children(parent)->wait_until(Clock::now() + timeout);
-      if (!r || r->rc != ZOK) return;  // ZNONODE: nothing there; else the session is failing
-      for (const auto& child : r->children) {
-        auto c = parse_child(child);
-        if (c && c->id == id) Conn::guaranteed_delete(conn, parent + "/" + child);
-      }
-    });
+    find_and_delete(conn_, parent_, id_, nullptr);  // the create may have landed
+  }
+}
+
+void ZkAcquisition::find_and_delete(std::shared_ptr<Conn> conn, std::string parent, std::string id,
+                                    std::shared_ptr<Reply<ChildrenReply>> listing) {
+  // Runs on the worker and never blocks it: looks at the listing's answer when it is there,
+  // asks again when the answer was a connection loss (the client may still be reconnecting:
+  // giving up then would leave our node blocking the name for the session's life).
+  if (conn->dead()) return;  // the node, if any, died with the session
+  if (!listing) listing = conn->children(parent);
+  auto r = listing->wait_until(Clock::now());
+  if (!r) {
+    post([conn = std::move(conn), parent = std::move(parent), id = std::move(id), listing]() mutable {
+           find_and_delete(std::move(conn), std::move(parent), std::move(id), std::move(listing));
+         },
+         Clock::now() + std::chrono::milliseconds(20));
+    return;
+  }
+  if (is_transport_error(r->rc)) {
+    post([conn = std::move(conn), parent = std::move(parent), id = std::move(id)]() mutable {
+           find_and_delete(std::move(conn), std::move(parent), std::move(id), nullptr);
+         },
+         Clock::now() + std::chrono::milliseconds(100));
+    return;
+  }
+  if (r->rc != ZOK) return;  // ZNONODE: no parent, so no node of ours
+  for (const auto& child : r->children) {
+    auto c = parse_child(child);
+    if (c && c->id == id) Conn::guaranteed_delete(conn, parent + "/" + child);
   }
 }
 
