@@ -131,6 +131,11 @@ Conn::Conn(const ZkOptions& o, std::uint64_t generation)
     throw Error(ErrorCode::unavailable,
                 where_ + ": cannot start a session (" + std::strerror(err) + ", e.g. a host that does not resolve)");
   }
+  // By default the client resolves the host list again each time it polls its socket,
+  // i.e. around every request: getaddrinfo (reading /etc/hosts, a netlink socket for
+  // AI_ADDRCONFIG) on every lock operation, most of the client's CPU under load. It still
+  // resolves after a connection loss; routine re-resolution once a minute is plenty.
+  zoo_set_servers_resolution_delay(zh_, 60000);
   if (authenticated_) {
     const std::string cert = o.user + ":" + *o.password;
     zoo_add_auth(zh_, "digest", cert.data(), static_cast<int>(cert.size()), &on_auth, nullptr);
