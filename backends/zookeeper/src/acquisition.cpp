@@ -255,14 +255,27 @@ spi::Attempt ZkAcquisition::evaluate(const std::vector<std::string>& names, Cloc
 spi::Attempt ZkAcquisition::from_snapshot() {
   auto events = sink_->take();
   bool own_session_node_gone = false;
+  bool watched_went = false;
   for (const auto& path : events.gone) {
     if (std::find(lower_.begin(), lower_.end(), path) != lower_.end() && conn_->owns(path)) {
       own_session_node_gone = true;
     }
     std::erase(lower_, path);
-    if (path == watching_) watching_.clear();
+    if (!watching_.empty() && path == watching_) {
+      watching_.clear();
+      watched_went = true;
+    }
   }
   if (events.failed.contains(watching_)) watching_.clear();
+  if (watched_went && !lower_.empty()) {
+    // Older nodes than the one that went are still in our snapshot. Usually they are long
+    // gone (the node we watched held the lock after them: with 4 contenders, every hand-off
+    // looked like this), but not always: a waiter that gave up or whose session ended
+    // leaves older nodes in place, so we cannot take the lock on the strength of the event.
+    // One listing settles them all in one round trip, where watching each stale node in
+    // turn cost a round trip per node on the hand-off's path.
+    return relist();
+  }
   if (lower_.empty()) {
     // Older nodes only ever disappear: with none left we hold the lock, no round trip...
     auto basis = conn_->last_answered_sent();
