@@ -163,7 +163,11 @@ spi::Attempt ZkAcquisition::enqueue(int depth) {
     const auto sent = Clock::now();
     auto created = conn_->create2(prefix, data, ZOO_EPHEMERAL_SEQUENTIAL);
     auto listed = conn_->children(parent_);  // pipelined: no wait in between
-    auto c = client_->await(created);
+    // One session's answers come in order and the completion thread runs them in order:
+    // once the listing's answer is in, so is the create's. Waiting for the listing first
+    // wakes this thread once instead of twice per acquire.
+    auto l = client_->await(listed);
+    auto c = created->wait_until(Clock::now());
     if (!c || is_transport_error(c->rc)) {
       create_unknown_ = true;  // it may have landed: the next attempt (or the destructor) looks
       throw translate_error(conn_->where(), "creating a lock node under", parent_, c ? c->rc : kTimedOut);
@@ -176,7 +180,6 @@ spi::Attempt ZkAcquisition::enqueue(int depth) {
     node_ = c->path;
     czxid_ = c->czxid;
     conn_->note_own(node_);
-    auto l = client_->await(listed);
     if (!l || l->rc != ZOK) {
       need_list_ = true;
       throw translate_error(conn_->where(), "listing", parent_, l ? l->rc : kTimedOut);
