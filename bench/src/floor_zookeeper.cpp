@@ -40,6 +40,9 @@ std::shared_ptr<void> zookeeper_raw_handle(const dlock::Uri& uri, zhandle_t** ou
   auto st = std::make_shared<ZkFloorState>();
   st->zh = zookeeper_init(zookeeper_hosts(uri).c_str(), &quiet, 10000, nullptr, nullptr, 0);
   if (st->zh == nullptr) throw std::runtime_error("zookeeper floor: zookeeper_init failed");
+  // As the backend does: no host-name resolution around every request (the client's
+  // default), so the floor is the least the C client can do, not the default's cost.
+  zoo_set_servers_resolution_delay(st->zh, 60000);
   if (uri.password) {
     const std::string cert = uri.user + ":" + *uri.password;
     zoo_add_auth(st->zh, "digest", cert.data(), static_cast<int>(cert.size()), nullptr, nullptr);

@@ -124,6 +124,7 @@ void TcpProxy::pump(int client, int server, int epoch) {
         open = false;
         break;
       }
+      if (i == 1 && mode_ == Mode::drop_replies) continue;  // read and dropped
       if (const auto d = delay_ms_.load(); d > 0) ::usleep(static_cast<useconds_t>(d * 1000));
       if (!write_all(fds[1 - i], buf.data(), static_cast<std::size_t>(n))) open = false;
     }

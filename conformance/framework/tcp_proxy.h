@@ -19,6 +19,8 @@ class TcpProxy {
     pass,       // forward everything
     blackhole,  // accept and keep connections, forward nothing (a stalled network)
     refuse,     // reset every connection, new ones at once (a dead route)
+    drop_replies,  // forward requests to the server, swallow its answers (a reply lost
+                   // after the server acted on the request: an ambiguous outcome)
   };
 
   // Throws std::runtime_error if it cannot listen.

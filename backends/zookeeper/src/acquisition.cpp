@@ -77,20 +77,42 @@ ZkAcquisition::ZkAcquisition(std::shared_ptr<Client> client, const spi::AttemptR
       mode_(request.mode == LockMode::exclusive ? 'x' : 's') {}
 
 ZkAcquisition::~ZkAcquisition() {
-  if (conn_ && !watching_.empty()) conn_->unwatch(watching_, sink_.get());
+  // Giving up (or granted with a watch left): take the watch off the server too.
+  if (conn_ && !watching_.empty()) conn_->unwatch(watching_, sink_.get(), /*drop_server_watch=*/true);
   if (granted_ || !conn_ || conn_->dead()) return;
   if (!node_.empty()) {
     delete_now_or_later(node_);
   } else if (create_unknown_) {
-    // The create may have landed: find our node by its id, in the background.
-    post([conn = conn_, parent = parent_, id = id_, timeout = client_->options().command_timeout] {
-      auto r = conn->children(parent)->wait_until(Clock::now() + timeout);
-      if (!r || r->rc != ZOK) return;  // ZNONODE: nothing there; else the session is failing
-      for (const auto& child : r->children) {
-        auto c = parse_child(child);
-        if (c && c->id == id) Conn::guaranteed_delete(conn, parent + "/" + child);
-      }
-    });
+    find_and_delete(conn_, parent_, id_, nullptr);  // the create may have landed
+  }
+}
+
+void ZkAcquisition::find_and_delete(std::shared_ptr<Conn> conn, std::string parent, std::string id,
+                                    std::shared_ptr<Reply<ChildrenReply>> listing) {
+  // Runs on the worker and never blocks it: looks at the listing's answer when it is there,
+  // asks again when the answer was a connection loss (the client may still be reconnecting:
+  // giving up then would leave our node blocking the name for the session's life).
+  if (conn->dead()) return;  // the node, if any, died with the session
+  if (!listing) listing = conn->children(parent);
+  auto r = listing->wait_until(Clock::now());
+  if (!r) {
+    post([conn = std::move(conn), parent = std::move(parent), id = std::move(id), listing]() mutable {
+           find_and_delete(std::move(conn), std::move(parent), std::move(id), std::move(listing));
+         },
+         Clock::now() + std::chrono::milliseconds(20));
+    return;
+  }
+  if (is_transport_error(r->rc)) {
+    post([conn = std::move(conn), parent = std::move(parent), id = std::move(id)]() mutable {
+           find_and_delete(std::move(conn), std::move(parent), std::move(id), nullptr);
+         },
+         Clock::now() + std::chrono::milliseconds(100));
+    return;
+  }
+  if (r->rc != ZOK) return;  // ZNONODE: no parent, so no node of ours
+  for (const auto& child : r->children) {
+    auto c = parse_child(child);
+    if (c && c->id == id) Conn::guaranteed_delete(conn, parent + "/" + child);
   }
 }
 
@@ -141,7 +163,11 @@ spi::Attempt ZkAcquisition::enqueue(int depth) {
     const auto sent = Clock::now();
     auto created = conn_->create2(prefix, data, ZOO_EPHEMERAL_SEQUENTIAL);
     auto listed = conn_->children(parent_);  // pipelined: no wait in between
-    auto c = client_->await(created);
+    // One session's answers come in order and the completion thread runs them in order:
+    // once the listing's answer is in, so is the create's. Waiting for the listing first
+    // wakes this thread once instead of twice per acquire.
+    auto l = client_->await(listed);
+    auto c = created->wait_until(Clock::now());
     if (!c || is_transport_error(c->rc)) {
       create_unknown_ = true;  // it may have landed: the next attempt (or the destructor) looks
       throw translate_error(conn_->where(), "creating a lock node under", parent_, c ? c->rc : kTimedOut);
@@ -154,7 +180,6 @@ spi::Attempt ZkAcquisition::enqueue(int depth) {
     node_ = c->path;
     czxid_ = c->czxid;
     conn_->note_own(node_);
-    auto l = client_->await(listed);
     if (!l || l->rc != ZOK) {
       need_list_ = true;
       throw translate_error(conn_->where(), "listing", parent_, l ? l->rc : kTimedOut);
@@ -233,14 +258,27 @@ spi::Attempt ZkAcquisition::evaluate(const std::vector<std::string>& names, Cloc
 spi::Attempt ZkAcquisition::from_snapshot() {
   auto events = sink_->take();
   bool own_session_node_gone = false;
+  bool watched_went = false;
   for (const auto& path : events.gone) {
     if (std::find(lower_.begin(), lower_.end(), path) != lower_.end() && conn_->owns(path)) {
       own_session_node_gone = true;
     }
     std::erase(lower_, path);
-    if (path == watching_) watching_.clear();
+    if (!watching_.empty() && path == watching_) {
+      watching_.clear();
+      watched_went = true;
+    }
   }
   if (events.failed.contains(watching_)) watching_.clear();
+  if (watched_went && !lower_.empty()) {
+    // Older nodes than the one that went are still in our snapshot. Usually they are long
+    // gone (the node we watched held the lock after them: with 4 contenders, every hand-off
+    // looked like this), but not always: a waiter that gave up or whose session ended
+    // leaves older nodes in place, so we cannot take the lock on the strength of the event.
+    // One listing settles them all in one round trip, where watching each stale node in
+    // turn cost a round trip per node on the hand-off's path.
+    return relist();
+  }
   if (lower_.empty()) {
     // Older nodes only ever disappear: with none left we hold the lock, no round trip...
     auto basis = conn_->last_answered_sent();

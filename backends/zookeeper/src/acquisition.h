@@ -44,6 +44,10 @@ class ZkAcquisition final : public spi::Acquisition {
   void watch_predecessor();
   void delete_now_or_later(const std::string& node) noexcept;
   void forget_session();
+  // After a create whose answer never came: finds the node by our id and deletes it, in
+  // the background, retrying until the server answers or the session is dead.
+  static void find_and_delete(std::shared_ptr<Conn> conn, std::string parent, std::string id,
+                              std::shared_ptr<Reply<ChildrenReply>> listing);
 
   std::shared_ptr<Client> client_;
   const spi::AttemptRequest& req_;

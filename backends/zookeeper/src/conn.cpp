@@ -97,7 +97,10 @@ struct WatchCtx {
 void on_watch_set(int rc, const char*, int, const Stat*, const void* data) {
   std::unique_ptr<WatchCtx> ctx(static_cast<WatchCtx*>(const_cast<void*>(data)));
   if (!is_transport_error(rc)) ctx->conn->answered(ctx->sent);
-  if (rc == ZOK) return;  // the watch is set: the event will come
+  if (rc == ZOK) {  // the watch is set: the event will come, if anyone still wants it
+    ctx->conn->drop_if_unwatched(ctx->path);
+    return;
+  }
   auto sink = ctx->sink.lock();
   if (!sink) return;
   ctx->conn->unwatch(ctx->path, sink.get());
@@ -128,6 +131,11 @@ Conn::Conn(const ZkOptions& o, std::uint64_t generation)
     throw Error(ErrorCode::unavailable,
                 where_ + ": cannot start a session (" + std::strerror(err) + ", e.g. a host that does not resolve)");
   }
+  // By default the client resolves the host list again each time it polls its socket,
+  // i.e. around every request: getaddrinfo (reading /etc/hosts, a netlink socket for
+  // AI_ADDRCONFIG) on every lock operation, most of the client's CPU under load. It still
+  // resolves after a connection loss; routine re-resolution once a minute is plenty.
+  zoo_set_servers_resolution_delay(zh_, 60000);
   if (authenticated_) {
     const std::string cert = o.user + ":" + *o.password;
     zoo_add_auth(zh_, "digest", cert.data(), static_cast<int>(cert.size()), &on_auth, nullptr);
@@ -254,23 +262,25 @@ std::shared_ptr<Reply<StatReply>> Conn::exists(const std::string& path) {
 }
 
 void Conn::watch(const std::string& path, const std::shared_ptr<WatchSink>& sink) {
+  int rc = ZOK;
   {
+    // Registered before the request goes out, so an event racing the answer is not missed;
+    // sent under the lock, so it is ordered after any removal of the same path's watch.
     std::lock_guard lk(watch_mu_);
     auto& list = watchers_[path];
     std::erase_if(list, [](const auto& w) { return w.expired(); });
     list.push_back(sink);
+    auto* ctx = new WatchCtx{this, path, sink, Clock::now()};
+    rc = zoo_awget(zh_, path.c_str(), &Conn::node_watcher, this, &on_watch_set, ctx);
+    if (rc != ZOK) delete ctx;
   }
-  // Registered before the request goes out, so an event racing the answer is not missed.
-  auto* ctx = new WatchCtx{this, path, sink, Clock::now()};
-  const int rc = zoo_awget(zh_, path.c_str(), &Conn::node_watcher, this, &on_watch_set, ctx);
   if (rc != ZOK) {
-    delete ctx;
     unwatch(path, sink.get());
     sink->watch_failed(path);
   }
 }
 
-void Conn::unwatch(const std::string& path, const WatchSink* sink) noexcept {
+void Conn::unwatch(const std::string& path, const WatchSink* sink, bool drop_server_watch) noexcept {
   std::lock_guard lk(watch_mu_);
   auto it = watchers_.find(path);
   if (it == watchers_.end()) return;
@@ -278,7 +288,34 @@ void Conn::unwatch(const std::string& path, const WatchSink* sink) noexcept {
     auto s = w.lock();
     return !s || s.get() == sink;
   });
-  if (it->second.empty()) watchers_.erase(it);
+  if (!it->second.empty()) return;
+  watchers_.erase(it);
+  if (drop_server_watch) remove_server_watch_locked(path);
+}
+
+void Conn::drop_if_unwatched(const std::string& path) noexcept {
+  std::lock_guard lk(watch_mu_);
+  auto it = watchers_.find(path);
+  if (it != watchers_.end()) {
+    std::erase_if(it->second, [](const auto& w) { return w.expired(); });
+    if (!it->second.empty()) return;
+    watchers_.erase(it);
+  }
+  remove_server_watch_locked(path);
+}
+
+void Conn::remove_server_watch_locked(const std::string& path) noexcept {
+  // All our node watches share one (function, context) pair, so the client keeps one entry
+  // per path and the server one watch per path and session: remove it only when no sink of
+  // ours is left on the path (the callers check, under watch_mu_). Only "remove all" takes
+  // a watch off the server: removing one watcher only checks the server still has it. The
+  // client answers ZNOWATCHER itself, with no request, when the watch already fired. A
+  // removal lost to a connection loss leaves the watch until its node goes, as before.
+  // The header types the completion as a pointer to a void_completion_t; the client stores
+  // and calls it as the function pointer itself.
+  static const void_completion_t ignore = [](int, const void*) {};
+  zoo_aremove_all_watches(zh_, path.c_str(), ZWATCHTYPE_DATA, 0,
+                          reinterpret_cast<void_completion_t*>(reinterpret_cast<void*>(ignore)), nullptr);
 }
 
 void Conn::notify_path(const std::string& path, bool gone) {

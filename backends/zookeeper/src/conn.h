@@ -119,7 +119,14 @@ class Conn {
   // on the server) on `path` for `sink`, which hears node_gone / watch_failed from the
   // completion or the event. Several sinks may watch one path.
   void watch(const std::string& path, const std::shared_ptr<WatchSink>& sink);
-  void unwatch(const std::string& path, const WatchSink* sink) noexcept;
+  // Stops telling `sink` about `path`. With `drop_server_watch`, a watch no sink needs any
+  // more is also taken off the server (a waiter that gives up: otherwise the watch stays on
+  // its predecessor for as long as that node lives). Without it, the watch stays until it
+  // fires: for callers whose watched node is gone or about to go (no extra request then).
+  void unwatch(const std::string& path, const WatchSink* sink, bool drop_server_watch = false) noexcept;
+  // After a watch was set: takes it off the server again if no sink wants it any more (its
+  // waiter gave up while the request was on its way, before the client knew of the watch).
+  void drop_if_unwatched(const std::string& path) noexcept;
 
   // Deletes `path` in the background, retrying until it is gone, the session is dead or
   // the process exits (no orphan node after a failed release or an abandoned acquire).
@@ -142,6 +149,7 @@ class Conn {
   void on_session_state(int state);
   void notify_path(const std::string& path, bool gone);
   void expire();
+  void remove_server_watch_locked(const std::string& path) noexcept;  // watch_mu_ held
   void register_live(zhandle_t* zh) noexcept;  // for testing.h
 
   const std::uint64_t generation_;

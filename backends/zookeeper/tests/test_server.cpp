@@ -1,5 +1,8 @@
 #include "test_server.h"
 
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -61,6 +64,41 @@ std::vector<std::string> lock_nodes(zhandle_t* zh, const std::string& prefix) {
     for (const auto& n : children(zh, "/" + prefix + "/" + c)) out.push_back("/" + prefix + "/" + c + "/" + n);
   }
   return out;
+}
+
+std::uint16_t port() {
+  const auto h = hosts();
+  const auto colon = h.find(':');
+  if (colon == std::string::npos) return 2181;
+  return static_cast<std::uint16_t>(std::stoi(h.substr(colon + 1)));
+}
+
+std::string four_letter(const std::string& word) {
+  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  if (fd < 0) throw std::runtime_error("socket failed");
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_port = htons(port());
+  ::inet_pton(AF_INET, "127.0.0.1", &a.sin_addr);
+  if (::connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0) {
+    ::close(fd);
+    throw std::runtime_error("cannot connect for " + word);
+  }
+  std::string out;
+  if (::send(fd, word.data(), word.size(), 0) == static_cast<ssize_t>(word.size())) {
+    char buf[4096];
+    ssize_t n;
+    while ((n = ::recv(fd, buf, sizeof buf, 0)) > 0) out.append(buf, static_cast<std::size_t>(n));
+  }
+  ::close(fd);
+  return out;
+}
+
+long total_watches() {
+  const auto s = four_letter("wchs");
+  const auto at = s.find("Total watches:");
+  if (at == std::string::npos) throw std::runtime_error("unexpected wchs answer: " + s);
+  return std::stol(s.substr(at + 14));
 }
 
 }  // namespace dlock::zookeeper::test

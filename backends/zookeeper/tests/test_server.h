@@ -4,6 +4,7 @@
 
 #include <zookeeper/zookeeper.h>
 
+#include <cstdint>
 #include <memory>
 #include <string>
 #include <vector>
@@ -27,5 +28,11 @@ Handle raw(const std::string& digest = "");
 std::vector<std::string> children(zhandle_t* zh, const std::string& path);
 // Every lock node under /<prefix>/*/.
 std::vector<std::string> lock_nodes(zhandle_t* zh, const std::string& prefix);
+// The port of the test server (from hosts()).
+std::uint16_t port();
+// The server's answer to a four-letter word (e.g. "wchs"); throws if it cannot ask.
+std::string four_letter(const std::string& word);
+// "Total watches:N" of the server's `wchs`: every watch of every session, server-wide.
+long total_watches();
 
 }  // namespace dlock::zookeeper::test

@@ -1,0 +1,161 @@
+// Network faults around a lock node's create and delete (labels zookeeper;integration),
+// through the conformance suite's TCP fault proxy: an answer lost after the server acted
+// must never leave an orphan node that blocks the name for the life of the session.
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <chrono>
+#include <thread>
+
+#include "dlock/dlock.h"
+#include "framework/tcp_proxy.h"
+#include "test_server.h"
+
+namespace dlock::zookeeper::test {
+namespace {
+
+using namespace std::chrono_literals;
+using Clock = std::chrono::steady_clock;
+using conformance::TcpProxy;
+
+// Through the proxy; S = 2 s so the session outlives the short faults below (the server
+// still hears the client's pings while the answers are dropped).
+std::string proxied_uri(const TcpProxy& proxy, const std::string& prefix) {
+  return "zk://127.0.0.1:" + std::to_string(proxy.port()) + "/?prefix=" + prefix +
+         "&session_timeout=2s&connect_timeout=2s&command_timeout=1s";
+}
+
+// Waits until `pred` holds or `limit` passes; returns pred().
+template <class Pred>
+bool eventually(Pred pred, Clock::duration limit) {
+  const auto deadline = Clock::now() + limit;
+  while (!pred() && Clock::now() < deadline) std::this_thread::sleep_for(10ms);
+  return pred();
+}
+
+// A name's parent node made in advance (persistent), so the create under it can land while
+// the answers are dropped (the parent's own create would need an answer first).
+void make_parent(zhandle_t* zh, const std::string& prefix, const std::string& name) {
+  zoo_create(zh, ("/" + prefix).c_str(), "", 0, &ZOO_OPEN_ACL_UNSAFE, ZOO_PERSISTENT, nullptr, 0);
+  ASSERT_EQ(zoo_create(zh, ("/" + prefix + "/" + name).c_str(), "", 0, &ZOO_OPEN_ACL_UNSAFE, ZOO_PERSISTENT,
+                       nullptr, 0),
+            ZOK);
+}
+
+// Sets the proxy's mode and gives its pumps time to notice (one may be in its poll).
+void switch_to(TcpProxy& proxy, TcpProxy::Mode mode) {
+  proxy.set_mode(mode);
+  std::this_thread::sleep_for(150ms);
+}
+
+// Drops the server's answers until a lock node shows up on the server (the create landed)
+// and `longer` after that, then resets the connection: the create's answer is lost for
+// good. Dropping for longer than command_timeout makes the acquire give up before the
+// client has reconnected (it declares the connection dead after 2/3 S without answers).
+void lose_the_create_answer(TcpProxy& proxy, zhandle_t* zh, const std::string& prefix,
+                            Clock::duration longer) {
+  ASSERT_TRUE(eventually([&] { return !lock_nodes(zh, prefix).empty(); }, 3s)) << "the create never landed";
+  std::this_thread::sleep_for(longer);
+  proxy.set_mode(TcpProxy::Mode::pass);
+  proxy.reset_all();
+}
+
+TEST(ZkFaults, CreateAmbiguityLeavesNoOrphan) {
+  const auto prefix = fresh_prefix();
+  TcpProxy proxy("127.0.0.1", port());
+  auto p = dlock::open(proxied_uri(proxy, prefix));
+  auto other = dlock::open(uri_for(prefix));
+  auto zh = raw();
+  make_parent(zh.get(), prefix, "n");
+  make_parent(zh.get(), prefix, "m");
+
+  // Try-once: the attempt fails (its answer never came); the node it made must go, whether
+  // the client reconnects at once or only after the acquire has given up.
+  for (const Clock::duration longer : {Clock::duration(0ms), Clock::duration(1500ms)}) {
+    switch_to(proxy, TcpProxy::Mode::drop_replies);
+    std::thread lose([&] { lose_the_create_answer(proxy, zh.get(), prefix, longer); });
+    try {
+      auto l = p->try_lock("n");
+      if (l) l->release();  // the client may also have recovered the answer: fine
+    } catch (const Error& e) {
+      EXPECT_EQ(e.code(), ErrorCode::unavailable) << e.what();
+    }
+    lose.join();
+    EXPECT_TRUE(eventually([&] { return lock_nodes(zh.get(), prefix).empty(); }, 4s))
+        << "orphan after a try-once whose create answer was lost (answers dropped "
+        << std::chrono::duration_cast<std::chrono::milliseconds>(longer).count() << "ms longer)";
+    auto free = other->try_lock("n");
+    EXPECT_TRUE(free) << "the name stays blocked";
+    if (free) free->release();
+  }
+
+  // Waiting: the acquire goes on after the lost answer and must not queue behind its own
+  // earlier node (it would wait for itself until the deadline).
+  switch_to(proxy, TcpProxy::Mode::drop_replies);
+  std::thread lose2([&] { lose_the_create_answer(proxy, zh.get(), prefix, 1500ms); });
+  std::optional<Lease> l;
+  try {
+    l = p->try_lock("m", Wait::for_duration(8s));
+  } catch (const Error& e) {
+    ADD_FAILURE() << e.what();
+  }
+  lose2.join();
+  ASSERT_TRUE(l) << "the waiting acquire was not granted";
+  EXPECT_EQ(lock_nodes(zh.get(), prefix).size(), 1u) << "an orphan node beside the holder's";
+  EXPECT_TRUE(l->release());
+  EXPECT_TRUE(eventually([&] { return lock_nodes(zh.get(), prefix).empty(); }, 3s));
+}
+
+TEST(ZkFaults, ReleaseDuringDisconnectLeavesNoOrphan) {
+  const auto prefix = fresh_prefix();
+  TcpProxy proxy("127.0.0.1", port());
+  auto p = dlock::open(proxied_uri(proxy, prefix));
+  auto other = dlock::open(uri_for(prefix));
+  auto zh = raw();
+
+  // A cut shorter than S: the release cannot be confirmed, the session survives, and the
+  // node must still go once the network is back.
+  auto l = p->try_lock("n");
+  ASSERT_TRUE(l);
+  switch_to(proxy, TcpProxy::Mode::blackhole);
+  bool confirmed = true;
+  try {
+    confirmed = l->release();
+  } catch (const Error& e) {
+    confirmed = false;
+    EXPECT_EQ(e.code(), ErrorCode::unavailable) << e.what();
+  }
+  EXPECT_FALSE(confirmed) << "a release nobody answered was reported as done";
+  EXPECT_EQ(lock_nodes(zh.get(), prefix).size(), 1u) << "the node went though the network was cut";
+  proxy.set_mode(TcpProxy::Mode::pass);
+  proxy.reset_all();  // the client reconnects at once rather than after its own timeout
+  EXPECT_TRUE(eventually([&] { return lock_nodes(zh.get(), prefix).empty(); }, 2s))
+      << "the node stayed after the session came back";
+  auto next = other->try_lock("n", Wait::for_duration(2s));
+  EXPECT_TRUE(next) << "the name stays blocked";
+  if (next) next->release();
+
+  // A cut longer than S: the server ends the session and its node; the provider notices
+  // and the name is free for everyone, the provider included.
+  auto l2 = p->try_lock("m");
+  ASSERT_TRUE(l2);
+  switch_to(proxy, TcpProxy::Mode::blackhole);
+  try {
+    (void)l2->release();
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), ErrorCode::unavailable) << e.what();
+  }
+  EXPECT_TRUE(eventually([&] { return lock_nodes(zh.get(), prefix).empty(); }, 4s))
+      << "the node outlived its session";
+  proxy.set_mode(TcpProxy::Mode::pass);
+  proxy.reset_all();
+  auto again = p->try_lock("m", Wait::for_duration(4s));
+  EXPECT_TRUE(again) << "the provider cannot take the name again";
+  if (again) {
+    EXPECT_TRUE(again->release());
+  }
+  EXPECT_TRUE(eventually([&] { return lock_nodes(zh.get(), prefix).empty(); }, 2s));
+}
+
+}  // namespace
+}  // namespace dlock::zookeeper::test
