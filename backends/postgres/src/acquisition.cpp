@@ -59,10 +59,46 @@ bool PgAcquisition::unlock_locked(Session& s, std::int64_t key) noexcept {
   return false;
 }
 
+void PgAcquisition::resolve_key_locked(Session& s) {
+  if (resolved_) return;
+  auto& owners = pool_->owners;
+  if (auto known = owners.find(identity_)) {
+    index_ = *known;
+    resolved_ = true;
+    return;
+  }
+  const auto& o = backend_.options();
+  PgConn* c = s.conn();
+  // A NULL answer means a concurrent claim committed after the statement's snapshot: the
+  // next statement sees it. Three in a row would take three racing claims of one key.
+  for (int round = 0; round < 3; ++round) {
+    const auto deadline = Clock::now() + o.command_timeout;
+    const std::int64_t k = key();
+    c->send_prepared(stmt::claim, k, &identity_, "claim a key", deadline);
+    ResultPtr r = c->wait_result(deadline, "claim a key");
+    if (is_error(r.get())) throw translate_error(o.where, "claim a key", c->raw(), r.get());
+    const std::optional<bool> mine = parse_claim_row(r.get());
+    if (!mine) continue;
+    if (*mine) {
+      owners.confirm(identity_, index_);
+      resolved_ = true;
+      return;
+    }
+    return;  // another name's key: the caller moves to the next candidate
+  }
+  throw Error(ErrorCode::unavailable, o.where + ": claim a key: the owner row stayed invisible");
+}
+
 spi::Attempt PgAcquisition::try_once() {
   const auto& o = backend_.options();
   bool retried = false;
   while (true) {
+    if (!resolved_) {
+      if (auto known = pool_->owners.find(identity_)) {
+        index_ = *known;
+        resolved_ = true;
+      }
+    }
     const std::int64_t k = key();
     auto s = pool_->for_try(k);
     enum { busy, granted, collision, failed } outcome = failed;
@@ -74,28 +110,30 @@ spi::Attempt PgAcquisition::try_once() {
       SessionUse use(*s);
       if (PgConn* c = s->conn()) {
         try {
-          sent = Clock::now();
-          const auto deadline = sent + o.command_timeout;
-          c->send_prepared(shared() ? stmt::try_s : stmt::try_x, k, &identity_, "acquire", deadline);
-          ResultPtr r = c->wait_result(deadline, "acquire");
-          if (is_error(r.get())) {
-            error = translate_error(o.where, "acquire", c->raw(), r.get());
-            if (c->ok() && !sqlstate_of(r.get()).starts_with("57P")) {
-              unlock_locked(*s, k);  // the lock may have been taken before the statement failed
-            } else {  // the server had ended the session (its FATAL arrived as the answer)
-              broken = true;
-              s->close_locked();
-            }
+          resolve_key_locked(*s);
+          if (!resolved_) {
+            outcome = collision;
           } else {
-            const AcquireRow row = parse_acquire_row(r.get());
-            if (row.got && row.token) {
-              outcome = granted;
-              token = *row.token;
-            } else if (row.got) {
-              unlock_locked(*s, k);
-              outcome = collision;
+            sent = Clock::now();
+            const auto deadline = sent + o.command_timeout;
+            c->send_prepared(shared() ? stmt::try_s : stmt::try_x, k, nullptr, "acquire", deadline);
+            ResultPtr r = c->wait_result(deadline, "acquire");
+            if (is_error(r.get())) {
+              error = translate_error(o.where, "acquire", c->raw(), r.get());
+              if (c->ok() && !sqlstate_of(r.get()).starts_with("57P")) {
+                unlock_locked(*s, k);  // the lock may have been taken before the statement failed
+              } else {  // the server had ended the session (its FATAL arrived as the answer)
+                broken = true;
+                s->close_locked();
+              }
             } else {
-              outcome = row.foreign ? collision : busy;
+              const AcquireRow row = parse_acquire_row(r.get());
+              if (row.got) {
+                outcome = granted;
+                token = *row.token;
+              } else {
+                outcome = busy;
+              }
             }
           }
         } catch (const Error& e) {
@@ -134,8 +172,8 @@ spi::Attempt PgAcquisition::try_once() {
 void PgAcquisition::send_wait() {
   const auto deadline = Clock::now() + backend_.options().command_timeout;
   waiter_->wake = wake_;
-  waiter_->conn()->send_prepared(shared() ? stmt::wait_s : stmt::wait_x, key(), &identity_,
-                                 "wait", deadline);
+  waiter_->conn()->send_prepared(shared() ? stmt::wait_s : stmt::wait_x, key(), nullptr, "wait",
+                                 deadline);
   waiter_->wait_state = WaitState::in_flight;
 }
 
@@ -199,12 +237,11 @@ spi::Attempt PgAcquisition::from_waiter() {
           error = Error(ErrorCode::unavailable, o.where + ": wait: the connection was lost");
         } else if (!is_error(r.get())) {
           const AcquireRow row = parse_acquire_row(r.get());
-          if (row.token) {
+          if (row.got) {
             token = *row.token;
-          } else {  // the key belongs to another name: unlock it and wait on the next key
+          } else {  // cannot happen (the wait answers only when granted): never keep it
             unlock_locked(*waiter_, k);
-            ++index_;
-            if (waiter_->conn()) send_wait();
+            error = Error(ErrorCode::internal, o.where + ": wait: answered without a grant");
           }
         } else {
           const std::string state = sqlstate_of(r.get());

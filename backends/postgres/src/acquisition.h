@@ -35,6 +35,9 @@ class PgAcquisition : public spi::Acquisition {
   using Clock = spi::HeldLock::Clock;
 
   std::int64_t key() const;
+  // Makes index_ a key this name owns: the cached answer, else claims candidates on `s`
+  // (REQUIRES: its mu held) until one is the name's. Throws what the server answered.
+  void resolve_key_locked(Session& s);
   bool shared() const noexcept { return request_.mode == LockMode::shared; }
   // A try on a holder session, moving to the next candidate key on a collision.
   spi::Attempt try_once();
@@ -54,6 +57,7 @@ class PgAcquisition : public spi::Acquisition {
   const std::function<void()> wake_;
   const std::string identity_;
   int index_ = 0;                     // which candidate key (keys.h)
+  bool resolved_ = false;             // index_ is confirmed as this name's own key
   std::shared_ptr<Session> waiter_;   // dedicated while a wait is on the server
   bool pool_full_ = false;            // no waiter session could be had: poll
 };

@@ -20,6 +20,7 @@
 #include <thread>
 #include <vector>
 
+#include "key_owners.h"
 #include "options.h"
 #include "session.h"
 
@@ -27,7 +28,7 @@ namespace dlock::postgres {
 
 class SessionPool : public std::enable_shared_from_this<SessionPool> {
  public:
-  // `prepare_sql` runs on every new connection (PREPAREs). Starts the monitor thread.
+  // `prepare_sql` runs on every new connection (PREPAREs, the token bump: sql.h). Starts the monitor thread.
   SessionPool(PgOptions options, std::string prepare_sql);
   // Stops the monitor and closes every connection (the server frees their locks).
   ~SessionPool();
@@ -67,6 +68,9 @@ class SessionPool : public std::enable_shared_from_this<SessionPool> {
   void unlock_later(std::shared_ptr<Session> s, std::int64_t key, bool shared);
 
   std::size_t size() const;
+
+  // The keys confirmed as their names' own (shared by every acquire of this backend).
+  KeyOwners owners;
 
  private:
   void monitor_loop();

@@ -8,28 +8,49 @@
 namespace dlock::postgres {
 namespace {
 
+const std::string now_us = "(extract(epoch FROM clock_timestamp()) * 1000000)::bigint";
+
 // The acquire: take the advisory lock ($lock is pg_try_advisory_lock[_shared] or, for a
-// waiter, pg_advisory_lock[_shared] made boolean) and, in the same statement, advance the
-// key's fencing counter with a server-clock floor (µs), only if the row belongs to this
-// identity. Answers one row:
-//   got     the advisory lock was taken (it stays taken whatever else the row says);
-//   token   the fencing token, NULL when the key's row belongs to another identity (a hash
-//           collision: the caller unlocks and moves to its next candidate key);
-//   foreign when not got: the key's row belongs to another identity (collision, not busy).
-// The CTE is MATERIALIZED so the lock function runs exactly once.
-std::string acquire(const std::string& table, const std::string& lock_expr) {
-  const std::string now_us = "(extract(epoch FROM clock_timestamp()) * 1000000)::bigint";
-  return "WITH l AS MATERIALIZED (SELECT " + lock_expr + " AS got), "
-         "u AS (INSERT INTO " + table + " AS f (key, name, token) "
-         "SELECT $1, $2, " + now_us + " FROM l WHERE l.got "
-         "ON CONFLICT (key) DO UPDATE SET token = GREATEST(f.token + 1, EXCLUDED.token) "
-         "WHERE f.name = EXCLUDED.name RETURNING f.token) "
-         "SELECT l.got, (SELECT token FROM u), CASE WHEN l.got THEN false ELSE EXISTS "
-         "(SELECT 1 FROM " + table + " WHERE key = $1 AND name <> $2) END FROM l";
+// waiter, pg_advisory_lock[_shared] made boolean) and, only when it was taken, the next
+// token. The lock call sits in a subquery that cannot be flattened (OFFSET 0: it runs
+// exactly once); the token is an uncorrelated subquery, which PostgreSQL evaluates at most
+// once and only when the CASE reaches it, so a busy try consumes no token. The
+// transaction-scoped shared lock orders the nextval against a concurrent bump (see
+// bump()); it is taken after the grant, so a waiter never holds it while it waits.
+std::string acquire(const std::string& seq_literal, const std::string& lock_expr, std::int32_t bump_obj) {
+  return "SELECT l.got, CASE WHEN l.got THEN (SELECT nextval(" + seq_literal +
+         ") FROM (SELECT pg_advisory_xact_lock_shared(" + std::to_string(bump_lock_class) + ", " +
+         std::to_string(bump_obj) + ")) b) END FROM (SELECT " + lock_expr + " AS got OFFSET 0) l";
+}
+
+// The claim of a key for an identity (once per key, ever: owner rows never change). The
+// INSERT wins or meets an existing row; in the second case the SELECT reads the owner,
+// unless that row was committed after this statement's snapshot (NULL: ask again).
+std::string claim(const std::string& table) {
+  return "WITH ins AS (INSERT INTO " + table + " (key, name) VALUES ($1, $2) "
+         "ON CONFLICT (key) DO NOTHING RETURNING true AS mine) "
+         "SELECT COALESCE((SELECT mine FROM ins), (SELECT name = $2 FROM " + table + " WHERE key = $1))";
+}
+
+// The bump, run by every new lock connection before its first acquire: raises the token
+// sequence to the server clock in µs (never lowers it). Holding the bump lock exclusive
+// keeps every nextval out between reading the sequence and setting it, so no token handed
+// out concurrently can end up above the new value.
+std::string bump(const std::string& seq_literal, std::int32_t bump_obj) {
+  return "BEGIN;\nSELECT pg_advisory_xact_lock(" + std::to_string(bump_lock_class) + ", " +
+         std::to_string(bump_obj) + ");\nSELECT setval(" + seq_literal + ", GREATEST(nextval(" +
+         seq_literal + "), " + now_us + "));\nCOMMIT;\n";
 }
 
 std::string prepare(const char* name, const std::string& types, const std::string& body) {
   return std::string("PREPARE ") + name + "(" + types + ") AS " + body + ";\n";
+}
+
+// A 31-bit FNV-1a of the sequence's qualified name: one bump lock per sequence.
+std::int32_t bump_object(std::string_view qualified_seq) {
+  std::uint32_t h = 2166136261u;
+  for (unsigned char c : qualified_seq) h = (h ^ c) * 16777619u;
+  return static_cast<std::int32_t>(h & 0x7fffffff);
 }
 
 }  // namespace
@@ -38,21 +59,30 @@ std::string qualified(const std::string& schema, const std::string& table) {
   return "\"" + schema + "\".\"" + table + "\"";
 }
 
+std::string token_sequence(const std::string& table) { return table.substr(0, 57) + "_token"; }
+
 AdvisorySql::AdvisorySql(const std::string& schema, const std::string& table) {
   const std::string t = qualified(schema, table);
-  create_table = "CREATE TABLE IF NOT EXISTS " + t +
-                 " (key bigint PRIMARY KEY, name bytea NOT NULL, token bigint NOT NULL)";
+  const std::string seq = qualified(schema, token_sequence(table));
+  // A regclass literal: the names are plain identifiers, so no quote can occur in them.
+  const std::string seq_literal = "'" + seq + "'::regclass";
+  const std::int32_t obj = bump_object(seq);
+  create_table = "CREATE TABLE IF NOT EXISTS " + t + " (key bigint PRIMARY KEY, name bytea NOT NULL);\n"
+                 "CREATE SEQUENCE IF NOT EXISTS " + seq + " AS bigint";
   // pg_advisory_lock returns void; ::text = '' turns it into a boolean true after the wait.
-  prepare_all = prepare(stmt::try_x, "bigint, bytea", acquire(t, "pg_try_advisory_lock($1)")) +
-                prepare(stmt::try_s, "bigint, bytea", acquire(t, "pg_try_advisory_lock_shared($1)")) +
-                prepare(stmt::wait_x, "bigint, bytea", acquire(t, "pg_advisory_lock($1)::text = ''")) +
-                prepare(stmt::wait_s, "bigint, bytea", acquire(t, "pg_advisory_lock_shared($1)::text = ''")) +
+  prepare_all = prepare(stmt::claim, "bigint, bytea", claim(t)) +
+                prepare(stmt::try_x, "bigint", acquire(seq_literal, "pg_try_advisory_lock($1)", obj)) +
+                prepare(stmt::try_s, "bigint", acquire(seq_literal, "pg_try_advisory_lock_shared($1)", obj)) +
+                prepare(stmt::wait_x, "bigint", acquire(seq_literal, "pg_advisory_lock($1)::text = ''", obj)) +
+                prepare(stmt::wait_s, "bigint",
+                        acquire(seq_literal, "pg_advisory_lock_shared($1)::text = ''", obj)) +
                 prepare(stmt::unlock_x, "bigint", "SELECT pg_advisory_unlock($1)") +
-                prepare(stmt::unlock_s, "bigint", "SELECT pg_advisory_unlock_shared($1)");
+                prepare(stmt::unlock_s, "bigint", "SELECT pg_advisory_unlock_shared($1)") +
+                bump(seq_literal, obj);
 }
 
 AcquireRow parse_acquire_row(const PGresult* r) {
-  if (PQresultStatus(r) != PGRES_TUPLES_OK || PQntuples(r) != 1 || PQnfields(r) != 3) {
+  if (PQresultStatus(r) != PGRES_TUPLES_OK || PQntuples(r) != 1 || PQnfields(r) != 2) {
     throw Error(ErrorCode::internal, "postgres: unexpected answer to an acquire statement");
   }
   AcquireRow row;
@@ -66,8 +96,18 @@ AcquireRow parse_acquire_row(const PGresult* r) {
     }
     row.token = token;
   }
-  row.foreign = std::string_view(PQgetvalue(r, 0, 2)) == "t";
+  if (row.got != row.token.has_value()) {
+    throw Error(ErrorCode::internal, "postgres: an acquire answered a grant without a token");
+  }
   return row;
+}
+
+std::optional<bool> parse_claim_row(const PGresult* r) {
+  if (PQresultStatus(r) != PGRES_TUPLES_OK || PQntuples(r) != 1 || PQnfields(r) != 1) {
+    throw Error(ErrorCode::internal, "postgres: unexpected answer to a key claim");
+  }
+  if (PQgetisnull(r, 0, 0)) return std::nullopt;
+  return std::string_view(PQgetvalue(r, 0, 0)) == "t";
 }
 
 bool parse_unlock_row(const PGresult* r) {

@@ -224,6 +224,7 @@ TEST(PgAdvisory, ServerSideTimeoutsDoNotCutWaits) {
   const auto tag = test::fresh_tag();
   auto holder = open_tagged(tag);
   test::admin("GRANT ALL ON TABLE dlock_fence TO dlock_st");
+  test::admin("GRANT ALL ON SEQUENCE dlock_fence_token TO dlock_st");
   auto waiter = dlock::open(test::uri_as("dlock_st", "prefix=" + tag + ":&application_name=" + tag +
                                                          "&session_timeout=2s&create_tables=false"));
   auto held = holder->try_lock("t");

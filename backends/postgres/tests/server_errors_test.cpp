@@ -36,6 +36,7 @@ void make_password_role() {
   test::admin("ALTER ROLE dlock_pw PASSWORD 'right-pw'");
   (void)dlock::open(test::uri_as("", "application_name=setup"));  // creates the fence table
   test::admin("GRANT ALL ON TABLE dlock_fence TO dlock_pw");
+  test::admin("GRANT UPDATE ON SEQUENCE dlock_fence_token TO dlock_pw");
 }
 
 TEST(PgErrors, WrongPasswordIsInvalidArgumentWithoutThePassword) {

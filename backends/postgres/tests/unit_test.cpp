@@ -169,15 +169,29 @@ TEST(PgKeys, TestHookReplacesTheHash) {
 TEST(PgSql, QuotedTableParametersOnlyAndOneLockCall) {
   const AdvisorySql sql("locks", "fence");
   EXPECT_NE(sql.create_table.find("\"locks\".\"fence\""), std::string::npos);
-  EXPECT_NE(sql.prepare_all.find("PREPARE dlock_try_x(bigint, bytea)"), std::string::npos);
+  EXPECT_NE(sql.create_table.find("CREATE SEQUENCE IF NOT EXISTS \"locks\".\"fence_token\""), std::string::npos);
+  EXPECT_NE(sql.prepare_all.find("PREPARE dlock_try_x(bigint)"), std::string::npos);
+  EXPECT_NE(sql.prepare_all.find("PREPARE dlock_claim(bigint, bytea)"), std::string::npos);
   EXPECT_NE(sql.prepare_all.find("pg_try_advisory_lock_shared($1)"), std::string::npos);
   EXPECT_NE(sql.prepare_all.find("pg_advisory_lock($1)::text = ''"), std::string::npos);
   EXPECT_NE(sql.prepare_all.find("SELECT pg_advisory_unlock_shared($1)"), std::string::npos);
-  // The lock function must run exactly once per statement.
-  EXPECT_NE(sql.prepare_all.find("WITH l AS MATERIALIZED"), std::string::npos);
-  // The fence: counter + 1, with the server clock (µs) as a floor; only the owner's row.
-  EXPECT_NE(sql.prepare_all.find("GREATEST(f.token + 1, EXCLUDED.token)"), std::string::npos);
-  EXPECT_NE(sql.prepare_all.find("WHERE f.name = EXCLUDED.name"), std::string::npos);
+  // The lock function runs exactly once per statement; the token only after a grant.
+  EXPECT_NE(sql.prepare_all.find(" AS got OFFSET 0) l"), std::string::npos);
+  EXPECT_NE(sql.prepare_all.find("CASE WHEN l.got THEN (SELECT nextval('\"locks\".\"fence_token\"'::regclass)"),
+            std::string::npos);
+  // The acquire path writes no row: the only INSERT is the claim's.
+  const auto first_insert = sql.prepare_all.find("INSERT");
+  EXPECT_EQ(sql.prepare_all.find("INSERT", first_insert + 1), std::string::npos);
+  EXPECT_EQ(sql.prepare_all.find("UPDATE"), std::string::npos);
+  // Every connection raises the sequence to the server clock under the exclusive bump lock.
+  EXPECT_NE(sql.prepare_all.find("SELECT pg_advisory_xact_lock(1684828003, "), std::string::npos);
+  EXPECT_NE(sql.prepare_all.find("GREATEST(nextval('\"locks\".\"fence_token\"'::regclass), (extract(epoch FROM clock_timestamp())"),
+            std::string::npos);
+}
+
+TEST(PgSql, TokenSequenceNameStaysAnIdentifier) {
+  EXPECT_EQ(token_sequence("dlock_fence"), "dlock_fence_token");
+  EXPECT_EQ(token_sequence(std::string(63, 'a')).size(), 63u);
 }
 
 TEST(PgSession, SettingsMakeSTheBound) {
