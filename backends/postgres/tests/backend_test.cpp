@@ -4,6 +4,8 @@
 
 #include <chrono>
 #include <iostream>
+#include <optional>
+#include <set>
 #include <stop_token>
 #include <thread>
 
@@ -154,6 +156,45 @@ TEST(PgAdvisory, ReleaseOnTheChunkBoundaryLeavesNoStrayLock) {
     EXPECT_TRUE(eventually([&] { return test::advisory_locks_of(tag, true) == 0; }, 500ms))
         << "a stray advisory lock after iteration " << i;
   }
+}
+
+// A waiter blocked in the server holds a snapshot, and with it backend_xmin, the horizon
+// below which VACUUM may not remove rows. Chunked waits (wait_chunk) end every statement
+// and start a fresh one, so the horizon follows the transactions that finished meanwhile.
+TEST(PgAdvisory, ForeverWaiterDoesNotPinXmin) {
+  const auto tag = test::fresh_tag();
+  auto holder = open_tagged(tag);
+  auto waiter = open_tagged(tag, "&wait_chunk=300ms");
+  auto held = holder->try_lock("standby-leader");
+  ASSERT_TRUE(held);
+  std::optional<Lease> got;
+  std::thread t([&] { got = waiter->try_lock("standby-leader", Wait::for_duration(6s)); });
+  const std::string waiting_xmin =
+      "SELECT backend_xmin::text::bigint FROM pg_stat_activity WHERE application_name = '" + tag +
+      "' AND wait_event_type = 'Lock' AND backend_xmin IS NOT NULL";
+  ASSERT_TRUE(eventually([&] { return !test::admin(waiting_xmin).empty(); }, 2s)) << "the waiter never queued";
+  const auto first = std::stoll(test::admin(waiting_xmin)[0][0]);
+  // Transactions that finish while the waiter waits (each admin() call commits one xid).
+  const auto mark = std::stoll(test::admin("SELECT txid_current()")[0][0]);
+  std::set<long long> seen{first};
+  long long last = first;
+  const auto start = Clock::now();
+  while (Clock::now() - start < 2s) {
+    (void)test::admin("SELECT txid_current()");
+    auto rows = test::admin(waiting_xmin);
+    if (!rows.empty()) {
+      last = std::stoll(rows[0][0]);
+      seen.insert(last);
+    }
+    std::this_thread::sleep_for(50ms);
+  }
+  EXPECT_GT(last, mark) << "2 s (~6 wait chunks) after xid " << mark
+                        << " finished, the waiter's backend_xmin is still " << last;
+  EXPECT_GE(seen.size(), 3u) << "backend_xmin moved " << seen.size() - 1 << " times in 2 s";
+  EXPECT_TRUE(held->release());
+  t.join();
+  ASSERT_TRUE(got) << "the chunked waiter was not granted";
+  EXPECT_TRUE(got->release());
 }
 
 TEST(PgAdvisory, TwoOwnersOfOneProviderNeverShareASession) {
