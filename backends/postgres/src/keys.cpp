@@ -1,9 +1,9 @@
 #include "keys.h"
 
-#include <openssl/sha.h>
-
 #include <atomic>
 #include <cstring>
+
+#include "dlock/support/sha256.h"
 
 namespace dlock::postgres {
 namespace {
@@ -13,13 +13,10 @@ std::atomic<KeyFunction> override_fn{nullptr};
 }  // namespace
 
 std::int64_t sha256_key(std::string_view identity, int index) {
-  std::string input(identity);
-  if (index > 0) {
-    input.push_back('\0');
-    input.push_back(static_cast<char>(index));
-  }
-  unsigned char digest[SHA256_DIGEST_LENGTH];
-  SHA256(reinterpret_cast<const unsigned char*>(input.data()), input.size(), digest);
+  // Candidate 0 hashes the identity alone; candidate i > 0 appends 0x00 and the byte i.
+  const char suffix[2] = {'\0', static_cast<char>(index)};
+  const support::Digest digest =
+      index > 0 ? support::sha256({identity, std::string_view(suffix, 2)}) : support::sha256({identity});
   std::uint64_t v = 0;
   for (int i = 0; i < 8; ++i) v = (v << 8) | digest[i];  // big-endian: as the hex reads
   std::int64_t key;
@@ -27,21 +24,11 @@ std::int64_t sha256_key(std::string_view identity, int index) {
   return key;
 }
 
-std::string to_hex(std::string_view bytes) {
-  static const char digits[] = "0123456789abcdef";
-  std::string out;
-  out.reserve(bytes.size() * 2);
-  for (unsigned char c : bytes) {
-    out.push_back(digits[c >> 4]);
-    out.push_back(digits[c & 15]);
-  }
-  return out;
-}
+std::string to_hex(std::string_view bytes) { return support::to_hex(bytes); }
 
 std::string digest_hex16(std::string_view identity) {
-  unsigned char digest[SHA256_DIGEST_LENGTH];
-  SHA256(reinterpret_cast<const unsigned char*>(identity.data()), identity.size(), digest);
-  return to_hex(std::string_view(reinterpret_cast<const char*>(digest), 8));
+  const support::Digest digest = support::sha256({identity});
+  return support::to_hex(std::string_view(reinterpret_cast<const char*>(digest.data()), 8));
 }
 
 std::string key_identity(std::string_view prefix, std::string_view name) {

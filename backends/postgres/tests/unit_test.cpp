@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <string>
+#include <vector>
 
 #include "connection.h"
 #include "dlock/error.h"
@@ -148,6 +149,35 @@ TEST(PgKeys, FirstEightBytesOfSha256BigEndian) {
   // python3: struct.unpack('>q', hashlib.sha256(b'dlock:\x00a').digest()[:8])
   EXPECT_EQ(advisory_key(key_identity("dlock:", "a"), 0), 3794526735886998674LL);
   EXPECT_EQ(advisory_key(key_identity("dlock:", "a"), 1), 7423669381656952338LL);
+}
+
+// Keys must never change between versions: two processes hashing one name differently
+// would not exclude each other. Expected values from Python's hashlib:
+//   struct.unpack('>q', sha256(identity + (b'\0' + bytes([i]) if i else b'')).digest()[:8])
+TEST(PgKeys, KeysAndDigestsAreByteIdenticalToTheReference) {
+  struct Case {
+    std::string identity;
+    std::int64_t k0, k1, k7;
+    const char* hex16;
+  };
+  const std::vector<Case> cases = {
+      {std::string("dlock:\0a", 8), 3794526735886998674LL, 7423669381656952338LL, -4987936425757771131LL,
+       "34a8ddf647445c92"},
+      {"", -2039914840885289964LL, -5470760304282554394LL, 3372503890236294484LL, "e3b0c44298fc1c14"},
+      {std::string("p\0x\0y", 5), 7854971064486353441LL, 7476712371528960284LL, -1497629393061820324LL,
+       "6d027690d3ae5a21"},
+      {key_identity("dlock:", "\xd0\xba\xd0\xbb\xd1\x8e\xd1\x87"), -2075038009848042569LL,
+       3649912688884902558LL, 3359946471519766029LL, "e333fbec8f92ebb7"},
+      {key_identity("dlock:", std::string(4096, 'n')), 7860627420248633715LL, -5691481131027500199LL,
+       8601551226577384528LL, "6d168efdc79d7173"},
+  };
+  for (const auto& c : cases) {
+    EXPECT_EQ(sha256_key(c.identity, 0), c.k0) << c.identity.size();
+    EXPECT_EQ(sha256_key(c.identity, 1), c.k1) << c.identity.size();
+    EXPECT_EQ(sha256_key(c.identity, 7), c.k7) << c.identity.size();
+    EXPECT_EQ(digest_hex16(c.identity), c.hex16) << c.identity.size();
+  }
+  EXPECT_EQ(to_hex(std::string("\x00\xff\x10", 3)), "00ff10");
 }
 
 TEST(PgKeys, IdentityKeepsPrefixAndNameApart) {
