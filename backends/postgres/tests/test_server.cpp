@@ -1,6 +1,10 @@
 #include "test_server.h"
 
+#include <signal.h>
 #include <unistd.h>
+
+#include <chrono>
+#include <thread>
 
 #include <atomic>
 #include <cstdlib>
@@ -82,6 +86,26 @@ void restart_server() {
   if (script == nullptr || *script == '\0') throw std::runtime_error("DLOCK_SERVERS_SCRIPT not set");
   const std::string cmd = std::string("timeout 60 '") + script + "' restart postgres >/dev/null 2>&1";
   if (std::system(cmd.c_str()) != 0) throw std::runtime_error("restart postgres failed");
+}
+
+void crash_server() {
+  PGconn* c = PQconnectdb(base_uri().c_str());
+  std::unique_ptr<PGconn, void (*)(PGconn*)> conn(c, PQfinish);
+  if (PQstatus(c) != CONNECTION_OK) throw std::runtime_error("crash_server: connect failed");
+  const int pid = PQbackendPID(c);
+  if (::kill(pid, SIGKILL) != 0) throw std::runtime_error("crash_server: kill failed (run as root or postgres)");
+  conn.reset();
+  const auto end = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));  // the postmaster notices first
+  while (true) {
+    try {
+      (void)admin("SELECT 1");
+      return;
+    } catch (const std::runtime_error&) {
+      if (std::chrono::steady_clock::now() > end) throw std::runtime_error("crash_server: no recovery within 60 s");
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    }
+  }
 }
 
 }  // namespace dlock::postgres::test

@@ -37,4 +37,10 @@ int terminate_holders(const std::string& tag);
 // Restarts the server through $DLOCK_SERVERS_SCRIPT (blocks until it answers).
 void restart_server();
 
+// Crashes the server the way a power cut looks to its data: SIGKILL of one backend makes
+// the postmaster kill every other process, drop shared memory (WAL not yet flushed is lost:
+// asynchronous commits) and replay WAL from disk. The postmaster itself stays up (so
+// pg_postmaster_start_time() does not change). Blocks until the server answers again.
+void crash_server();
+
 }  // namespace dlock::postgres::test
