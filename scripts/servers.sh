@@ -5,6 +5,8 @@
 # Usage: scripts/servers.sh {start|stop|restart|status|env} [NAME...]
 #   NAME: redis | mariadb | zookeeper | postgres | all (the default)
 #         | zookeeper3 (a 3-member ensemble on loopback; not in `all`) | zookeeper3-1..3 (one member)
+#         | postgres_standby (a hot standby of `postgres`, streaming from it; not in `all`;
+#           start it after postgres)
 #   start    start each server (no-op if it already runs); waits until it answers
 #   stop     stop each server by its recorded PID and wait until the process is gone
 #   restart  stop + start with the same data dir and port (tests use it to restart a server)
@@ -23,6 +25,7 @@
 #   DLOCK_ZOOKEEPER3_PORT   default 12281: client ports of zookeeper3's members are it, +1, +2
 #   DLOCK_ZOOKEEPER3_PEER_PORT  default 12381: quorum ports are it, +1, +2; election +10..+12
 #   DLOCK_POSTGRES_PORT     default 15432
+#   DLOCK_POSTGRES_STANDBY_PORT  default 15433
 #   DLOCK_SERVERS_TIMEOUT   seconds to wait for a server to answer / to exit (default 30)
 #
 # Each server's dir holds its data, its log, `pid` and `port`. A running server keeps the
@@ -52,6 +55,7 @@ default_port() {
     zookeeper) echo "${DLOCK_ZOOKEEPER_PORT:-12181}" ;;
     zookeeper3-[123]) echo $((${DLOCK_ZOOKEEPER3_PORT:-12281} + ${1#zookeeper3-} - 1)) ;;
     postgres) echo "${DLOCK_POSTGRES_PORT:-15432}" ;;
+    postgres_standby) echo "${DLOCK_POSTGRES_STANDBY_PORT:-15433}" ;;
   esac
 }
 
@@ -61,7 +65,7 @@ process_name() {
     redis) echo redis-server ;;
     mariadb) echo mariadbd ;;
     zookeeper | zookeeper3-[123]) echo java ;;
-    postgres) echo postgres ;;
+    postgres | postgres_standby) echo postgres ;;
   esac
 }
 
@@ -333,6 +337,35 @@ stop_postgres() {
   as_postgres "$bin/pg_ctl" -D "$1/data" -m fast -W stop >/dev/null 2>&1 || true
 }
 
+# A read-only hot standby: a base backup of the running `postgres` (pg_basebackup -R writes
+# standby.signal and primary_conninfo), streaming from it. initdb's pg_hba.conf trusts
+# replication connections from 127.0.0.1, and wal_level=replica is the default.
+start_postgres_standby() {
+  local d=$1 port=$2 bin primary_port
+  bin=$(pg_bin) || { echo "servers.sh: postgres_standby: pg_ctl not found (install postgresql)" >&2; return 1; }
+  primary_port=$(recorded_port postgres) && running postgres ||
+    { echo "servers.sh: postgres_standby: start postgres first (the standby streams from it)" >&2; return 1; }
+  if [[ $(id -u) -eq 0 ]]; then chown postgres: "$d"; fi
+  if [[ ! -f "$d/data/PG_VERSION" ]]; then
+    rm -rf "$d/data"
+    as_postgres "$bin/pg_basebackup" -h 127.0.0.1 -p "$primary_port" -U postgres -D "$d/data" -R -X stream \
+      -c fast >"$d/basebackup.log" 2>&1 || { show_log postgres_standby "$d/basebackup.log"; return 1; }
+  fi
+  local stale
+  stale=$(head -n1 "$d/data/postmaster.pid" 2>/dev/null | tr -dc 0-9) || true
+  if [[ -n "$stale" ]] && ! alive "$stale" postgres; then
+    rm -f "$d/data/postmaster.pid"
+  fi
+  as_postgres "$bin/pg_ctl" -D "$d/data" -l "$d/pg.log" \
+    -o "-p $port -k $d -c listen_addresses=127.0.0.1 -c hot_standby=on" -W start </dev/null >"$d/pg_ctl.log" 2>&1 ||
+    { show_log postgres_standby "$d/pg_ctl.log" "$d/pg.log"; return 1; }
+  wait_for_file "$d/data/postmaster.pid" || { show_log postgres_standby "$d/pg_ctl.log" "$d/pg.log"; return 1; }
+  head -n1 "$d/data/postmaster.pid" >"$d/pid"
+  wait_ready postgres_standby postgres_probe "$port" || { show_log postgres_standby "$d/pg_ctl.log" "$d/pg.log"; return 1; }
+}
+
+stop_postgres_standby() { stop_postgres "$@"; }
+
 # ---------------------------------------------------------------- generic
 start_one() {
   local name=$1 d port
@@ -420,6 +453,7 @@ env_one() {
       done
       echo "export DLOCK_TEST_ZOOKEEPER3_URI=zk://$hosts" ;;
     postgres) echo "export DLOCK_TEST_POSTGRES_URI=postgres://postgres@127.0.0.1:$port/postgres" ;;
+    postgres_standby) echo "export DLOCK_TEST_POSTGRES_STANDBY_URI=postgres://postgres@127.0.0.1:$port/postgres" ;;
   esac
 }
 
@@ -452,9 +486,9 @@ main() {
   for n in "$@"; do
     case "$n" in
       all) names+=("${ALL[@]}") ;;
-      redis | mariadb | zookeeper | postgres | zookeeper3-[123]) names+=("$n") ;;
+      redis | mariadb | zookeeper | postgres | postgres_standby | zookeeper3-[123]) names+=("$n") ;;
       zookeeper3) names+=(zookeeper3-1 zookeeper3-2 zookeeper3-3) ;;
-      *) die "unknown server '$n' (redis|mariadb|zookeeper|postgres|zookeeper3|zookeeper3-N|all)" ;;
+      *) die "unknown server '$n' (redis|mariadb|zookeeper|postgres|postgres_standby|zookeeper3|zookeeper3-N|all)" ;;
     esac
   done
   mkdir -p "$ROOT"

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # README command 2: everything CI checks, on one Debian 12 machine, no Docker.
 #   1. installs build deps and the four servers (scripts/install-deps.sh --servers)
-#   2. starts redis, mariadb, zookeeper (+ a 3-member zookeeper3), postgres on loopback (scripts/servers.sh) and
+#   2. starts redis, mariadb, zookeeper (+ a 3-member zookeeper3), postgres (+ a hot standby) on loopback (scripts/servers.sh) and
 #      stops them again on any exit (servers that were already running are left running)
 #   3. builds everything with g++ into build/ (Release -O2, tests on, every backend required)
 #   4. runs every test (all labels): ctest --test-dir build --output-on-failure, -j2 for
@@ -78,7 +78,7 @@ if command -v ccache >/dev/null 2>&1; then
 fi
 
 # --- 2. servers
-servers=(redis mariadb zookeeper zookeeper3 postgres)  # zookeeper3: the 3-member ensemble (conformance.zookeeper3)
+servers=(redis mariadb zookeeper zookeeper3 postgres postgres_standby)  # zookeeper3: the 3-member ensemble (conformance.zookeeper3); postgres_standby streams from postgres (PgStandby tests)
 ours=()  # the servers this run starts, and so stops
 for s in "${servers[@]}"; do
   scripts/servers.sh status "$s" >/dev/null 2>&1 || ours+=("$s")

@@ -93,7 +93,28 @@ std::unique_ptr<PgConn> PgConn::open(const PgOptions& o, const std::string& appl
     }
     st = PQconnectPoll(raw);
   }
+  refuse_read_only(*conn);
   return conn;
+}
+
+void PgConn::refuse_read_only(const PgConn& c) {
+  // Reported by servers ≥ 14 in the startup answer (0 round trips). A standby would fail
+  // every write with 25006 anyway; saying so at connect names the fix.
+  auto on = [&](const char* name) {
+    const char* v = PQparameterStatus(c.conn_, name);
+    return v != nullptr && std::strcmp(v, "on") == 0;
+  };
+  if (on("in_hot_standby")) {
+    throw Error(ErrorCode::unavailable,
+                c.where_ + ": connect: the server is a read-only hot standby: point the URI at the "
+                           "primary, e.g. list every host with target_session_attrs=read-write");
+  }
+  if (on("default_transaction_read_only")) {
+    throw Error(ErrorCode::unavailable,
+                c.where_ + ": connect: the server makes transactions read-only "
+                           "(default_transaction_read_only=on for this role, database or server): "
+                           "dlock must write; use a read-write primary and role");
+  }
 }
 
 void PgConn::wait_socket(short events, Clock::time_point deadline, std::string_view doing) {

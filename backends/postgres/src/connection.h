@@ -87,6 +87,9 @@ class PgConn {
 
  private:
   PgConn(PGconn* conn, std::string where);
+  // Throws unavailable if the server reports itself read-only (a hot standby, or
+  // default_transaction_read_only=on): nothing dlock does could succeed there.
+  static void refuse_read_only(const PgConn& c);
   void drain(Clock::time_point deadline, std::string_view doing);
   void wait_socket(short events, Clock::time_point deadline, std::string_view doing);
 
