@@ -26,7 +26,11 @@ std::int64_t PgAcquisition::key() const {
                                          std::to_string(max_key_candidates) +
                                          " advisory keys of one name all belong to other names");
   }
-  return advisory_key(identity_, index_);
+  if (key_index_ != index_) {
+    key_ = advisory_key(identity_, index_);
+    key_index_ = index_;
+  }
+  return key_;
 }
 
 std::shared_ptr<PgHeldLock> PgAcquisition::make_hold(std::shared_ptr<Session> s, std::int64_t key,
@@ -63,7 +67,9 @@ void PgAcquisition::resolve_key_locked(Session& s) {
   if (resolved_) return;
   auto& owners = pool_->owners;
   if (auto known = owners.find(identity_)) {
-    index_ = *known;
+    index_ = known->index;
+    key_index_ = known->index;
+    key_ = known->key;
     resolved_ = true;
     return;
   }
@@ -80,7 +86,7 @@ void PgAcquisition::resolve_key_locked(Session& s) {
     const std::optional<bool> mine = parse_claim_row(r.get());
     if (!mine) continue;
     if (*mine) {
-      owners.confirm(identity_, index_);
+      owners.confirm(identity_, {index_, k});
       resolved_ = true;
       return;
     }
@@ -95,7 +101,9 @@ spi::Attempt PgAcquisition::try_once() {
   while (true) {
     if (!resolved_) {
       if (auto known = pool_->owners.find(identity_)) {
-        index_ = *known;
+        index_ = known->index;
+        key_index_ = known->index;
+        key_ = known->key;
         resolved_ = true;
       }
     }

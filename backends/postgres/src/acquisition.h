@@ -58,6 +58,8 @@ class PgAcquisition : public spi::Acquisition {
   const std::string identity_;
   int index_ = 0;                     // which candidate key (keys.h)
   bool resolved_ = false;             // index_ is confirmed as this name's own key
+  mutable int key_index_ = -1;        // key_ is candidate key_index_ (hashed once per index)
+  mutable std::int64_t key_ = 0;
   std::shared_ptr<Session> waiter_;   // dedicated while a wait is on the server
   bool pool_full_ = false;            // no waiter session could be had: poll
 };

@@ -6,6 +6,7 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 #include <mutex>
 #include <optional>
 #include <string>
@@ -18,23 +19,28 @@ class KeyOwners {
  public:
   static constexpr std::size_t capacity = 65536;
 
-  // The confirmed candidate index of `identity`, if any.
-  std::optional<int> find(const std::string& identity) const {
+  struct Owned {
+    int index;         // the candidate (keys.h)
+    std::int64_t key;  // its advisory key: kept, so a known name costs no hashing either
+  };
+
+  // The confirmed candidate of `identity`, if any.
+  std::optional<Owned> find(const std::string& identity) const {
     std::lock_guard lock(mu_);
     auto it = map_.find(identity);
     if (it == map_.end()) return std::nullopt;
     return it->second;
   }
 
-  void confirm(const std::string& identity, int index) {
+  void confirm(const std::string& identity, Owned owned) {
     std::lock_guard lock(mu_);
     if (map_.size() >= capacity) map_.clear();
-    map_[identity] = index;
+    map_[identity] = owned;
   }
 
  private:
   mutable std::mutex mu_;
-  std::unordered_map<std::string, int> map_;
+  std::unordered_map<std::string, Owned> map_;
 };
 
 }  // namespace dlock::postgres
