@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <optional>
+#include <string>
 #include <vector>
 
 #include "dlock/open.h"
@@ -28,10 +29,14 @@ TEST(PgFencing, TokensIncreaseAcrossHoldersAndModes) {
     last = l->fencing_token();
     EXPECT_TRUE(l->release());
   }
-  // A busy try consumes nothing and answers no token.
+  // A busy try draws no token: the token subquery runs only after a grant.
   auto held = p->try_lock("t");
   ASSERT_TRUE(held);
-  EXPECT_FALSE(q->try_lock("t"));
+  const auto drawn = [] { return test::admin("SELECT last_value FROM dlock_fence_token")[0][0]; };
+  const std::string before_busy = drawn();
+  for (int i = 0; i < 5; ++i) EXPECT_FALSE(q->try_lock("t"));
+  EXPECT_EQ(drawn(), before_busy) << "busy tries advanced the token sequence";
+  EXPECT_EQ(std::to_string(held->fencing_token()), before_busy);
   EXPECT_TRUE(held->release());
 }
 
