@@ -227,7 +227,10 @@ spi::Attempt PgAcquisition::from_waiter() {
     if (c == nullptr) {
       error = Error(ErrorCode::unavailable, o.where + ": wait: the connection was lost");
     } else if (waiter_->wait_state == WaitState::in_flight) {
-      return spi::Busy{};  // a spurious wake-up
+      // A spurious wake-up. Should the wait's answer have arrived while we held the
+      // session, the monitor stopped watching it: the poke makes it look again.
+      pool_->poke();
+      return spi::Busy{};
     } else if (waiter_->wait_state == WaitState::none) {
       try {
         send_wait();

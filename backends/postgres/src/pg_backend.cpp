@@ -51,9 +51,11 @@ PgBackend::PgBackend(PgOptions options) {
   const AdvisorySql sql(options.schema, options.table);
   // The first connection: errors in the URI, the password or pg_hba surface here.
   auto conn = PgConn::open(options, options.application_name);
-  const auto deadline = Clock::now() + options.command_timeout;
-  const int first = backend_pid(*conn, deadline);
-  const int second = backend_pid(*conn, deadline);
+  // command_timeout bounds each statement (README.md), not the four of them together: over a
+  // slow link (50 ms each way) they take four round trips.
+  const auto deadline = [&] { return Clock::now() + options.command_timeout; };
+  const int first = backend_pid(*conn, deadline());
+  const int second = backend_pid(*conn, deadline());
   if (transaction_pooler_detected(first, second)) {
     throw Error(ErrorCode::invalid_argument,
                 options.where + ": advisory mode needs a server session, but two transactions ran "
@@ -62,7 +64,7 @@ PgBackend::PgBackend(PgOptions options) {
   }
   if (options.create_tables) {
     try {
-      conn->exec_simple(sql.create_table, "creating the fence table", deadline);
+      conn->exec_simple(sql.create_table, "creating the owner table and token sequence", deadline());
     } catch (const Error& e) {
       // Two clients creating the table at once: one of them sees a duplicate type or table.
       const std::string m = e.message();
@@ -72,7 +74,7 @@ PgBackend::PgBackend(PgOptions options) {
       }
     }
   }
-  conn->exec_simple(sql.prepare_all, "preparing statements", deadline);
+  conn->exec_simple(sql.prepare_all, "preparing statements", deadline());
   pool_ = std::make_shared<SessionPool>(std::move(options), sql.prepare_all);
   pool_->add(std::make_shared<Session>(std::move(conn)));
 }

@@ -34,6 +34,10 @@ class Session {
   std::mutex mu;
   std::atomic<int> busy{0};  // callers inside or waiting for a SessionUse
   std::atomic<bool> dead{false};  // the connection ended or was closed: never reused
+  // Set by the monitor when this socket woke it while a caller was using the session (the
+  // caller's own reply): left out of the monitor's poll set until the next poke or rescan,
+  // so a busy session does not wake the monitor on every statement (SessionPool).
+  std::atomic<bool> unwatched{false};
   spi::SessionHolds holds;        // thread-safe on its own
 
   PgConn* conn() noexcept { return conn_.get(); }
