@@ -107,6 +107,16 @@ TEST(MysqlKeys, Sha256OfPrefixZeroName) {
   EXPECT_NE(row_key_hex("", "A"), row_key_hex("", "a"));  // case-sensitive
 }
 
+TEST(MysqlKeys, KeysOfExistingRowsNeverChange) {
+  // Rows already in users' tables were keyed by the first implementation (its own OpenSSL
+  // calls); the digests below are Python's hashlib, so a new SHA-256 path must match them
+  // byte for byte: NUL, 0xff, quotes and wildcards in the name, and a 1024-byte name.
+  EXPECT_EQ(row_key_hex("dlock", std::string("n\0\xff'\\%_", 7)),
+            "fa7b3f1e6fd2d58809f402d0f48fce74ece0ef473e065d7d8f1f058abd5da1a9");
+  EXPECT_EQ(row_key_hex("", std::string(1024, 'x')),
+            "77942448051152f6eb534e25436ade9247693deed95190fbe14af341ac771514");
+}
+
 TEST(MysqlKeys, HexCoversEveryByte) {
   EXPECT_EQ(to_hex(std::string("a'\\%_\0\xff", 7)), "61275c255f00ff");
   EXPECT_EQ(to_hex(""), "");
