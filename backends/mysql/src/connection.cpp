@@ -138,6 +138,19 @@ std::unique_ptr<Connection> Connection::open(const MysqlOptions& o, ConnClass cl
     c->id_ = std::strtoull(rows[0][0]->c_str(), nullptr, 10);
     c->version_ = rows[0][1].value_or("");
     c->wsrep_ = rows[0][2].value_or("0") == "1";
+    if (o.mode == Mode::row) {
+      // The sequence's cache refills are not made durable on their own: after a crash
+      // (kill -9 of mariadbd) NEXTVAL was seen to start again below tokens already handed
+      // out. Every new session (all are new after a restart) first moves the sequence up
+      // to the server clock in µs, which no token reached: it starts there and grows by one
+      // per grant. SETVAL never moves a sequence down. The table is missing only on the
+      // very first connection, which creates it starting at the clock.
+      try {
+        c->run(catch_up_sequence_batch(o.table));
+      } catch (const sql::SQLException& e) {
+        if (e.getErrorCode() != code::no_such_table && e.getErrorCode() != code::unknown_sequence) throw;
+      }
+    }
     // "ip:port" as the server sees us: the local port finds our socket (brief §1.1).
     const std::string host = rows[0][3].value_or("");
     const auto colon = host.rfind(':');

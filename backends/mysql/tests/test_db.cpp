@@ -24,7 +24,7 @@ std::string server_uri() {
 
 namespace {
 
-std::unique_ptr<sql::Connection> admin() {
+std::unique_ptr<sql::Connection> admin(bool root = false) {
   const Uri u = Uri::parse(server_uri());
   static std::mutex mu;
   sql::mysql::MySQL_Driver* driver = nullptr;
@@ -35,8 +35,8 @@ std::unique_ptr<sql::Connection> admin() {
   sql::ConnectOptionsMap o;
   o["hostName"] = sql::SQLString(u.hosts.at(0).host);
   o["port"] = static_cast<int>(u.hosts.at(0).port ? u.hosts.at(0).port : 3306);
-  o["userName"] = sql::SQLString(u.user);
-  o["password"] = sql::SQLString(u.password.value_or(""));
+  o["userName"] = sql::SQLString(root ? std::string("root") : u.user);
+  o["password"] = sql::SQLString(root ? std::string() : u.password.value_or(""));
   o["OPT_RECONNECT"] = false;
   o["OPT_CONNECT_TIMEOUT"] = 5;
   o["OPT_READ_TIMEOUT"] = 30;
@@ -77,6 +77,12 @@ std::vector<std::string> TestDb::query(const std::string& text) const {
     while (rs->next()) out.push_back(rs->getString(1).asStdString());
   }
   return out;
+}
+
+void TestDb::run_as_root(const std::string& text) {
+  auto c = admin(/*root=*/true);
+  std::unique_ptr<sql::Statement> s(c->createStatement());
+  s->execute(sql::SQLString(text));
 }
 
 std::vector<std::string> TestDb::lock_transactions(bool waiting_too) const {
