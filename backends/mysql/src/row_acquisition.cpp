@@ -203,7 +203,11 @@ spi::Attempt RowAcquisition::attempt() {
         const auto sent = wait_->sent;
         lock.unlock();
         wait_.reset();
-        return pin_hold(shared_, std::move(conn), request_, token, sent);
+        // The grant may have waited here while its connection was cut (a proxy reset, a
+        // KILL): the server then freed the row already, so it is no grant. Queue anew.
+        if (!conn->hung_up()) return pin_hold(shared_, std::move(conn), request_, token, sent);
+        Shared::discard(std::move(conn));
+        break;
       }
       case Phase::connecting:
       case Phase::waiting:

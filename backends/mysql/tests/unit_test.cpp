@@ -1,15 +1,23 @@
-// Unit tests of the mysql backend's pure parts: URI parsing, the SQL builder, name hashing.
+// Unit tests of the mysql backend's pure parts: URI parsing, the SQL builder, name hashing,
+// socket discovery by arrival, parked waiter threads.
 // No server needed.
 #include <gtest/gtest.h>
 
+#include <atomic>
+#include <condition_variable>
+#include <mutex>
 #include <string>
+#include <thread>
+#include <vector>
 
 #include "dlock/error.h"
 #include "dlock/uri.h"
 #include "keys.h"
 #include "lease_sql.h"
 #include "options.h"
+#include "socket_fd.h"
 #include "sql.h"
+#include "waiter_threads.h"
 
 namespace dlock::mysql {
 namespace {
@@ -183,6 +191,60 @@ TEST(MysqlLeaseSql, ReleaseAndRenewAreOwnerAndTokenChecked) {
                         "' AND owner = X'70' AND token = 43)"),
             std::string::npos);
   EXPECT_NE(n.text.find("AND expires_at > @dlock_now"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace dlock::mysql
+
+namespace dlock::mysql {
+namespace {
+
+TEST(MysqlSocketFd, TheNewSocketIsTheOneThatArrivedUnclaimed) {
+  const std::vector<SocketId> before{{3, 10}, {4, 11}};
+  // One socket arrived: it is ours, and claimed for this connection.
+  EXPECT_EQ(new_socket_fd(before, {{3, 10}, {4, 11}, {7, 12}}), 7);
+  // Claimed now: a concurrent discovery does not take it.
+  EXPECT_EQ(new_socket_fd(before, {{3, 10}, {4, 11}, {7, 12}}), -1);
+  release_socket_fd(7);
+  // An fd number reused by another socket (another inode) arrived too.
+  EXPECT_EQ(new_socket_fd(before, {{3, 99}, {4, 11}}), 3);
+  release_socket_fd(3);
+  // Two arrivals (a concurrent connect): no guess.
+  EXPECT_EQ(new_socket_fd(before, {{3, 10}, {4, 11}, {7, 12}, {8, 13}}), -1);
+  // Nothing arrived.
+  EXPECT_EQ(new_socket_fd(before, before), -1);
+}
+
+TEST(MysqlWaiterThreads, AFinishedWaitsThreadTakesTheNextWait) {
+  WaiterThreads threads(std::chrono::seconds(5));
+  std::mutex mu;
+  std::condition_variable cv;
+  std::vector<std::thread::id> ran;
+  auto job = [&] {
+    std::lock_guard lock(mu);
+    ran.push_back(std::this_thread::get_id());
+    cv.notify_all();
+  };
+  threads.run(job);
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+  while (threads.idle() != 1 && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  ASSERT_EQ(threads.idle(), 1u) << "the thread did not park";
+  threads.run(job);
+  std::unique_lock lock(mu);
+  ASSERT_TRUE(cv.wait_for(lock, std::chrono::seconds(5), [&] { return ran.size() == 2; }));
+  EXPECT_EQ(ran[0], ran[1]) << "a second thread was started while one was parked";
+}
+
+TEST(MysqlWaiterThreads, ParkedThreadsExitWhenIdle) {
+  WaiterThreads threads(std::chrono::milliseconds(20));
+  std::atomic<bool> done{false};
+  threads.run([&] { done = true; });
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+  while (!done && std::chrono::steady_clock::now() < deadline) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  EXPECT_EQ(threads.idle(), 0u);
 }
 
 }  // namespace
