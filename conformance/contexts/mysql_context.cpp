@@ -8,6 +8,12 @@
 // PROCESS); residue is any such transaction, holding or waiting. The server is restarted
 // through $DLOCK_SERVERS_SCRIPT. In lease mode the saboteur clears the lease rows (as a lost
 // row would) and residue is any lease row still owned and unexpired.
+//
+// INNODB_TRX is a cache the server refills only when nobody read it in the last 100 ms: a
+// reader polling faster sees the same old snapshot for ever (in full runs: the killed holder
+// of the previous case, and not the current one). So every read is fenced: the reading
+// connection first opens a transaction of its own (a shared lock on a fence row), and a
+// snapshot counts only once it lists that transaction, i.e. it was taken after the read began.
 #include <cppconn/driver.h>
 #include <cppconn/exception.h>
 #include <cppconn/resultset.h>
@@ -47,6 +53,8 @@ class MysqlEnv : public BackendEnv {
     db_ = "dlock_conf_" + std::to_string(::getpid()) + "_" + std::to_string(counter++);
     run("DROP DATABASE IF EXISTS `" + db_ + "`");
     run("CREATE DATABASE `" + db_ + "`");
+    run("CREATE TABLE `" + db_ + "`.conf_fence (k INT PRIMARY KEY) ENGINE=InnoDB");
+    run("INSERT INTO `" + db_ + "`.conf_fence VALUES (1)");
   }
 
   ~MysqlEnv() override {
@@ -72,13 +80,8 @@ class MysqlEnv : public BackendEnv {
       run("UPDATE `" + db_ + "`.dlock_lease SET owner = X'', expires_at = 0");
       return;
     }
-    // information_schema.INNODB_TRX is a snapshot the server refreshes at most every 100 ms:
-    // a hold granted just now may not show yet, so look again for a while.
-    std::vector<std::string> ids;
-    for (int i = 0; i < 50 && ids.empty(); ++i) {
-      if (i > 0) std::this_thread::sleep_for(std::chrono::milliseconds(20));
-      ids = holders(/*waiting_too=*/false);
-    }
+    // Each read is a fresh snapshot (see holders()); a hold granted just now is in it.
+    const std::vector<std::string> ids = holders(/*waiting_too=*/false);
     if (ids.empty()) {
       std::string seen;
       for (const auto& r : query("SELECT CONCAT(t.trx_mysql_thread_id, ':', t.trx_state, ':', "
@@ -161,24 +164,45 @@ class MysqlEnv : public BackendEnv {
     return out;
   }
 
-  // Connection ids with a transaction in this env's database that holds row locks (and,
-  // with waiting_too, that waits for one).
+  // Connection ids with a transaction in this env's database that is not waiting (every one:
+  // trx_rows_locked is approximate, and only holders keep a transaction open there), and,
+  // with waiting_too, those waiting for a lock too. Read from a snapshot of INNODB_TRX taken
+  // after this call began (the fence, see the top of the file); throws if the server
+  // serves none within 5 s (another client polling INNODB_TRX faster than every 100 ms).
   std::vector<std::string> holders(bool waiting_too) const {
     auto c = connect();
     std::unique_ptr<sql::Statement> s(c->createStatement());
-    std::string q =
-        "SELECT t.trx_mysql_thread_id FROM information_schema.INNODB_TRX t "
-        "LEFT JOIN information_schema.PROCESSLIST p ON p.ID = t.trx_mysql_thread_id "
-        // PROCESSLIST was seen to show a fresh holder's DB as NULL for a moment; cases run
-        // one at a time and clean up, so a NULL-database transaction is this case's.
-        "WHERE (p.DB = '" + db_ + "' OR p.DB IS NULL) AND (t.trx_rows_locked > 0";
-    // The saboteur kills every running transaction of the database (trx_rows_locked is
-    // approximate and was seen at 0 for a fresh holder): only holders keep one open.
-    q += waiting_too ? " OR t.trx_state = 'LOCK WAIT')" : " OR 1) AND t.trx_state <> 'LOCK WAIT'";
-    std::unique_ptr<sql::ResultSet> rs(s->executeQuery(sql::SQLString(q)));
-    std::vector<std::string> ids;
-    while (rs->next()) ids.push_back(rs->getString(1).asStdString());
-    return ids;
+    s->execute("SET autocommit=0");
+    std::unique_ptr<sql::ResultSet>(s->executeQuery(sql::SQLString("SELECT k FROM `" + db_ + "`.conf_fence LOCK IN SHARE MODE")));
+    // The fence connection has no default database, so p.DB never matches it.
+    const std::string q =
+        "SELECT t.trx_mysql_thread_id, IFNULL(p.DB, ''), t.trx_state FROM information_schema.INNODB_TRX t "
+        "LEFT JOIN information_schema.PROCESSLIST p ON p.ID = t.trx_mysql_thread_id";
+    std::string own;
+    {
+      std::unique_ptr<sql::ResultSet> rs(s->executeQuery("SELECT CONNECTION_ID()"));
+      rs->next();
+      own = rs->getString(1).asStdString();
+    }
+    for (int round = 0; round < 33; ++round) {
+      // Past the server's 100 ms no-refill window of the previous read.
+      if (round > 0) std::this_thread::sleep_for(std::chrono::milliseconds(150));
+      std::unique_ptr<sql::ResultSet> rs(s->executeQuery(sql::SQLString(q)));
+      bool fresh = false;
+      std::vector<std::string> ids;
+      while (rs->next()) {
+        const std::string id = rs->getString(1).asStdString();
+        if (id == own) fresh = true;
+        if (rs->getString(2).asStdString() != db_) continue;
+        if (rs->getString(3).asStdString() == "LOCK WAIT" && !waiting_too) continue;
+        ids.push_back(id);
+      }
+      if (fresh) {
+        s->execute("ROLLBACK");
+        return ids;
+      }
+    }
+    throw std::runtime_error("mysql saboteur: information_schema.INNODB_TRX was not refreshed within 5 s");
   }
 
   Uri base_;

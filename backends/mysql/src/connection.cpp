@@ -1,10 +1,6 @@
 #include "connection.h"
 
-#include <arpa/inet.h>
-#include <dirent.h>
-#include <netinet/in.h>
-#include <sys/socket.h>
-#include <sys/stat.h>
+#include <poll.h>
 
 #include <cppconn/driver.h>
 #include <cppconn/exception.h>
@@ -20,6 +16,7 @@
 #include <cstring>
 
 #include "errors.h"
+#include "socket_fd.h"
 
 namespace dlock::mysql {
 namespace {
@@ -35,12 +32,6 @@ sql::mysql::MySQL_Driver* driver() {
 
 int whole_seconds(std::chrono::milliseconds d) {
   return static_cast<int>(std::max<std::int64_t>(1, std::chrono::ceil<std::chrono::seconds>(d).count()));
-}
-
-std::uint16_t port_of(const sockaddr_storage& a) {
-  if (a.ss_family == AF_INET) return ntohs(reinterpret_cast<const sockaddr_in&>(a).sin_port);
-  if (a.ss_family == AF_INET6) return ntohs(reinterpret_cast<const sockaddr_in6&>(a).sin6_port);
-  return 0;
 }
 
 }  // namespace
@@ -65,31 +56,9 @@ std::size_t Slots::open() const {
   return open_;
 }
 
-int find_socket_fd(std::uint16_t local_port, std::uint16_t remote_port) {
-  DIR* dir = ::opendir("/proc/self/fd");
-  if (dir == nullptr) return -1;
-  int found = -1;
-  while (dirent* e = ::readdir(dir)) {
-    int fd = 0;
-    const char* end = e->d_name + std::strlen(e->d_name);
-    if (std::from_chars(e->d_name, end, fd).ptr != end) continue;
-    struct stat st {};
-    if (::fstat(fd, &st) != 0 || !S_ISSOCK(st.st_mode)) continue;
-    sockaddr_storage local{}, peer{};
-    socklen_t ll = sizeof local, pl = sizeof peer;
-    if (::getsockname(fd, reinterpret_cast<sockaddr*>(&local), &ll) != 0) continue;
-    if (::getpeername(fd, reinterpret_cast<sockaddr*>(&peer), &pl) != 0) continue;
-    if (port_of(local) == local_port && port_of(peer) == remote_port) {
-      found = fd;
-      break;
-    }
-  }
-  ::closedir(dir);
-  return found;
-}
-
 std::unique_ptr<Connection> Connection::open(const MysqlOptions& o, ConnClass cls,
-                                             std::shared_ptr<Slots> slots) {
+                                             std::shared_ptr<Slots> slots,
+                                             std::atomic<bool>* behind_proxy) {
   std::unique_ptr<Connection> c(new Connection());
   c->slots_ = std::move(slots);  // from here on the destructor gives the slot back
   c->cls_ = cls;
@@ -123,6 +92,11 @@ std::unique_ptr<Connection> Connection::open(const MysqlOptions& o, ConnClass cl
     opts["sslCert"] = sql::SQLString(o.ssl_cert);
     opts["sslKey"] = sql::SQLString(o.ssl_key);
   }
+  // Behind a port-rewriting proxy the socket is found by arriving (socket_fd.h): note
+  // this process's sockets to that port first.
+  const bool by_arrival = o.unix_path.empty() && behind_proxy != nullptr && behind_proxy->load();
+  std::vector<SocketId> before;
+  if (by_arrival) before = sockets_to(o.port);
   try {
     c->conn_.reset(driver()->connect(opts));
     c->stmt_.reset(c->conn_->createStatement());
@@ -138,6 +112,19 @@ std::unique_ptr<Connection> Connection::open(const MysqlOptions& o, ConnClass cl
     c->id_ = std::strtoull(rows[0][0]->c_str(), nullptr, 10);
     c->version_ = rows[0][1].value_or("");
     c->wsrep_ = rows[0][2].value_or("0") == "1";
+    if (o.mode == Mode::row) {
+      // The sequence's cache refills are not made durable on their own: after a crash
+      // (kill -9 of mariadbd) NEXTVAL was seen to start again below tokens already handed
+      // out. Every new session (all are new after a restart) first moves the sequence up
+      // to the server clock in µs, which no token reached: it starts there and grows by one
+      // per grant. SETVAL never moves a sequence down. The table is missing only on the
+      // very first connection, which creates it starting at the clock.
+      try {
+        c->run(catch_up_sequence_batch(o.table));
+      } catch (const sql::SQLException& e) {
+        if (e.getErrorCode() != code::no_such_table && e.getErrorCode() != code::unknown_sequence) throw;
+      }
+    }
     // "ip:port" as the server sees us: the local port finds our socket (brief §1.1).
     const std::string host = rows[0][3].value_or("");
     const auto colon = host.rfind(':');
@@ -147,6 +134,14 @@ std::unique_ptr<Connection> Connection::open(const MysqlOptions& o, ConnClass cl
       const char* e = host.data() + host.size();
       if (std::from_chars(b, e, port).ptr == e && port > 0 && port < 65536) {
         c->fd_ = find_socket_fd(static_cast<std::uint16_t>(port), o.port);
+        if (c->fd_ >= 0) claim_socket_fd(c->fd_);
+      }
+    }
+    if (c->fd_ < 0 && o.unix_path.empty()) {
+      if (by_arrival) {
+        c->fd_ = new_socket_fd(before, sockets_to(o.port));
+      } else if (behind_proxy != nullptr) {
+        behind_proxy->store(true);  // the server sees another port: find the next ones by arrival
       }
     }
   } catch (const sql::SQLException& e) {
@@ -156,7 +151,14 @@ std::unique_ptr<Connection> Connection::open(const MysqlOptions& o, ConnClass cl
   return c;
 }
 
+bool Connection::hung_up() const noexcept {
+  if (fd_ < 0) return false;
+  pollfd p{fd_, POLLRDHUP, 0};
+  return ::poll(&p, 1, 0) > 0 && (p.revents & (POLLRDHUP | POLLHUP | POLLERR)) != 0;
+}
+
 Connection::~Connection() {
+  if (fd_ >= 0) release_socket_fd(fd_);  // before the close: the number may be reused
   try {
     prepared_.clear();
     stmt_.reset();

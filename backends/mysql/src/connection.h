@@ -53,9 +53,12 @@ enum class ConnClass { short_, long_ };
 class Connection {
  public:
   // Connects and runs the session setup (one round trip). Throws Error (translated).
-  // REQUIRES: a slot was taken for it from `slots`.
+  // REQUIRES: a slot was taken for it from `slots`. `behind_proxy` (shared by a backend's
+  // connections) is set once the server reports a port none of our sockets has, and from
+  // then on the socket is found by arrival (socket_fd.h).
   static std::unique_ptr<Connection> open(const MysqlOptions& options, ConnClass cls,
-                                          std::shared_ptr<Slots> slots);
+                                          std::shared_ptr<Slots> slots,
+                                          std::atomic<bool>* behind_proxy = nullptr);
   ~Connection();
   Connection(const Connection&) = delete;
   Connection& operator=(const Connection&) = delete;
@@ -74,6 +77,9 @@ class Connection {
   // The socket's fd in this process, or -1 when it could not be found (unix socket, a
   // proxy that rewrote the port): then only probes notice a dead session.
   int fd() const noexcept { return fd_; }
+  // Whether the socket already reports hang-up (the server or a proxy closed or reset it):
+  // one poll(2), no read. False when fd() is unknown.
+  bool hung_up() const noexcept;
   const std::string& version() const noexcept { return version_; }
   bool wsrep_on() const noexcept { return wsrep_; }
 
@@ -99,9 +105,5 @@ class Connection {
   std::string version_;
   bool wsrep_ = false;
 };
-
-// The fd of this process's TCP socket whose local port is `local_port` and remote port
-// `remote_port`, or -1. Never reads from it.
-int find_socket_fd(std::uint16_t local_port, std::uint16_t remote_port);
 
 }  // namespace dlock::mysql

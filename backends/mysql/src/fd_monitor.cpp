@@ -1,32 +1,27 @@
 #include "fd_monitor.h"
 
 #include <sys/epoll.h>
-#include <sys/eventfd.h>
-#include <unistd.h>
 
 #include <cerrno>
 
 namespace dlock::mysql {
 
-FdMonitor::FdMonitor()
-    : epoll_fd_(::epoll_create1(EPOLL_CLOEXEC)), stop_fd_(::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC)) {
-  if (epoll_fd_ >= 0 && stop_fd_ >= 0) {
+FdMonitor::FdMonitor() : epoll_fd_(::epoll_create1(EPOLL_CLOEXEC)) {
+  if (epoll_fd_.valid() && stop_.valid()) {
     epoll_event ev{};
     ev.events = EPOLLIN;
     ev.data.u64 = 0;  // id 0: the stop signal
-    ::epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, stop_fd_, &ev);
-    thread_ = std::thread([this] { run(); });
+    if (::epoll_ctl(epoll_fd_.get(), EPOLL_CTL_ADD, stop_.fd(), &ev) == 0) {
+      thread_ = std::thread([this] { run(); });
+    }
   }
 }
 
 FdMonitor::~FdMonitor() {
   if (thread_.joinable()) {
-    const std::uint64_t one = 1;
-    [[maybe_unused]] auto n = ::write(stop_fd_, &one, sizeof one);
+    stop_.signal();
     thread_.join();
   }
-  if (stop_fd_ >= 0) ::close(stop_fd_);
-  if (epoll_fd_ >= 0) ::close(epoll_fd_);
 }
 
 std::uint64_t FdMonitor::watch(int fd, std::function<void()> on_hangup) {
@@ -37,7 +32,7 @@ std::uint64_t FdMonitor::watch(int fd, std::function<void()> on_hangup) {
   ev.events = EPOLLRDHUP;  // EPOLLHUP and EPOLLERR are always reported
   ev.data.u64 = id;
   entries_.emplace(id, Entry{fd, std::move(on_hangup)});
-  if (::epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, fd, &ev) != 0) {
+  if (::epoll_ctl(epoll_fd_.get(), EPOLL_CTL_ADD, fd, &ev) != 0) {
     entries_.erase(id);
     return 0;
   }
@@ -49,14 +44,14 @@ void FdMonitor::unwatch(std::uint64_t id) noexcept {
   std::lock_guard lock(mu_);
   auto it = entries_.find(id);
   if (it == entries_.end()) return;
-  ::epoll_ctl(epoll_fd_, EPOLL_CTL_DEL, it->second.fd, nullptr);
+  ::epoll_ctl(epoll_fd_.get(), EPOLL_CTL_DEL, it->second.fd, nullptr);
   entries_.erase(it);
 }
 
 void FdMonitor::run() {
   epoll_event events[64];
   for (;;) {
-    const int n = ::epoll_wait(epoll_fd_, events, 64, -1);
+    const int n = ::epoll_wait(epoll_fd_.get(), events, 64, -1);
     if (n < 0) {
       if (errno == EINTR) continue;
       return;
@@ -69,7 +64,7 @@ void FdMonitor::run() {
         std::lock_guard lock(mu_);
         auto it = entries_.find(id);
         if (it == entries_.end()) continue;  // unwatched meanwhile
-        ::epoll_ctl(epoll_fd_, EPOLL_CTL_DEL, it->second.fd, nullptr);
+        ::epoll_ctl(epoll_fd_.get(), EPOLL_CTL_DEL, it->second.fd, nullptr);
         cb = std::move(it->second.on_hangup);
         entries_.erase(it);
       }

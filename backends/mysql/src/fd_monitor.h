@@ -11,6 +11,9 @@
 #include <mutex>
 #include <thread>
 
+#include "dlock/support/event_fd.h"
+#include "dlock/support/unique_fd.h"
+
 namespace dlock::mysql {
 
 class FdMonitor {
@@ -38,8 +41,8 @@ class FdMonitor {
   std::mutex mu_;
   std::map<std::uint64_t, Entry> entries_;  // guarded by mu_
   std::uint64_t next_id_ = 1;               // guarded by mu_
-  int epoll_fd_ = -1;
-  int stop_fd_ = -1;  // eventfd: only the destructor writes it
+  support::UniqueFd epoll_fd_;
+  support::EventFd stop_;  // only the destructor signals it
   std::thread thread_;
 };
 

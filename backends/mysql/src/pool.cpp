@@ -48,7 +48,7 @@ std::shared_ptr<Connection> Pool::get(ConnClass cls) {
                     " connections are open (each hold and each waiter pins one); raise pool= "
                     "or release locks");
   }
-  return Connection::open(options_, cls, slots_);
+  return Connection::open(options_, cls, slots_, &behind_proxy_);
 }
 
 void Pool::put(std::shared_ptr<Connection> conn) noexcept {

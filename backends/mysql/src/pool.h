@@ -2,6 +2,7 @@
 // (idle, pinned by holds, waiting). No connection is ever reconnected: a broken one is dropped.
 #pragma once
 
+#include <atomic>
 #include <chrono>
 #include <memory>
 #include <mutex>
@@ -31,6 +32,7 @@ class Pool {
 
   const MysqlOptions& options_;
   std::shared_ptr<Slots> slots_;
+  std::atomic<bool> behind_proxy_{false};  // see Connection::open
   std::mutex mu_;
   std::vector<std::shared_ptr<Connection>> idle_;  // guarded by mu_
 };

@@ -34,8 +34,8 @@ bool kill_query(Shared& shared, std::uint64_t id) noexcept {
 
 // The waiter thread: blocks in InnoDB's queue chunk by chunk until granted, failed or
 // abandoned.
-void wait_loop(std::shared_ptr<Shared> shared, std::shared_ptr<WaitState> st, std::string key_hex,
-               LockMode mode) {
+void wait_loop(const std::shared_ptr<Shared>& shared, const std::shared_ptr<WaitState>& st,
+               const std::string& key_hex, const std::string& name_hex, LockMode mode) {
   const auto& o = shared->options;
   auto finish = [&](Phase phase, std::shared_ptr<Connection> conn, bool keep) {
     std::lock_guard lock(st->mu);
@@ -69,13 +69,15 @@ void wait_loop(std::shared_ptr<Shared> shared, std::shared_ptr<WaitState> st, st
     st->conn_id = conn->id();
     st->phase = Phase::waiting;
   }
-  const Batch insert_missing = insert_row_batch(o.table, key_hex, "");
+  // The row is missing on a name's first use (the first attempt queues without a NOWAIT
+  // try) or when a DBA dropped it: create it and wait again.
+  const Batch insert_missing = insert_row_batch(o.table, key_hex, name_hex);
   for (;;) {
     const auto sent = Clock::now();
     try {
       const Rows rows = conn->run(lock_batch(o.table, key_hex, mode, Wait{o.wait_chunk}, conn->dirty));
       conn->dirty = true;
-      if (rows.empty()) {  // the row vanished (dropped by a DBA): recreate it, wait again
+      if (rows.empty()) {
         conn->run(insert_missing);
         conn->dirty = false;
         continue;
@@ -201,7 +203,11 @@ spi::Attempt RowAcquisition::attempt() {
         const auto sent = wait_->sent;
         lock.unlock();
         wait_.reset();
-        return pin_hold(shared_, std::move(conn), request_, token, sent);
+        // The grant may have waited here while its connection was cut (a proxy reset, a
+        // KILL): the server then freed the row already, so it is no grant. Queue anew.
+        if (!conn->hung_up()) return pin_hold(shared_, std::move(conn), request_, token, sent);
+        Shared::discard(std::move(conn));
+        break;
       }
       case Phase::connecting:
       case Phase::waiting:
@@ -211,7 +217,15 @@ spi::Attempt RowAcquisition::attempt() {
         wait_.reset();
         break;
     }
+  } else if (request_.will_wait && !tried_) {
+    // A first attempt that may wait queues at once: the server-side wait answers as soon
+    // as the row is free, so a NOWAIT try first would cost two round trips (the try and
+    // the ROLLBACK that ends it) on every contended acquire, for no earlier grant.
+    tried_ = true;
+    start_wait();
+    return spi::Busy{};
   }
+  tried_ = true;
   auto result = try_now();
   if (std::holds_alternative<spi::Busy>(result) && request_.will_wait) start_wait();
   return result;
@@ -220,7 +234,9 @@ spi::Attempt RowAcquisition::attempt() {
 void RowAcquisition::start_wait() {
   auto st = std::make_shared<WaitState>();
   st->wake = wake_;
-  std::thread(wait_loop, shared_, st, key_hex_, request_.mode).detach();
+  shared_->waiters.run([shared = shared_, st, key = key_hex_, name = to_hex(request_.name), mode = request_.mode] {
+    wait_loop(shared, st, key, name, mode);
+  });
   wait_ = std::move(st);
 }
 

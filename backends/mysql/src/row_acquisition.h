@@ -1,7 +1,9 @@
-// One acquire call in row mode: a NOWAIT attempt on a short connection, then (if it will
-// wait) a server-side blocking wait in InnoDB's queue on a waiter connection, run by a
-// thread of its own (Connector/C++ is synchronous). A grant from the wait is picked up by
-// the next attempt() with no round trip.
+// One acquire call in row mode: a try-once acquire is one NOWAIT attempt on a short
+// connection; one that may wait queues at once in InnoDB's queue (a server-side blocking wait
+// on a waiter connection, run by a parked waiter thread: Connector/C++ is synchronous). A
+// grant from the wait is picked up by the next attempt() with no round trip. A wait that
+// failed (a lost connection) is followed by a NOWAIT attempt, which reports errors, and a
+// new wait.
 #pragma once
 
 #include <condition_variable>
@@ -52,6 +54,7 @@ class RowAcquisition final : public spi::Acquisition {
   const std::string key_hex_;
   const std::string lock_sql_;  // the prepared NOWAIT statement's text
   std::shared_ptr<WaitState> wait_;
+  bool tried_ = false;  // an attempt (NOWAIT or queued) was made
 };
 
 }  // namespace dlock::mysql

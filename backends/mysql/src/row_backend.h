@@ -12,6 +12,7 @@
 #include "fd_monitor.h"
 #include "options.h"
 #include "pool.h"
+#include "waiter_threads.h"
 
 namespace dlock::mysql {
 
@@ -21,6 +22,7 @@ struct Shared {
   const MysqlOptions options;
   Pool pool;
   FdMonitor monitor;
+  WaiterThreads waiters;
 
   // The server-side end of a session that answered a request sent at `sent`:
   // sent + S - (1 % of S + 2 ms), the same drift allowance as backends/redis.

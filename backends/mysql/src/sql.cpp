@@ -59,4 +59,14 @@ Batch insert_row_batch(std::string_view table, std::string_view key_hex, std::st
   return b;
 }
 
+Batch catch_up_sequence_batch(std::string_view table) {
+  Batch b;
+  // SETVAL takes literals only: the clock is spliced in on the server (one round trip).
+  // The table name is an identifier checked by the URI parser, never user data.
+  b.text = "EXECUTE IMMEDIATE CONCAT('SELECT SETVAL(" + quoted(std::string(table) + "_seq") +
+           ", ', CAST(UNIX_TIMESTAMP(NOW(6))*1000000 AS UNSIGNED), ')')";
+  b.statements = 1;
+  return b;
+}
+
 }  // namespace dlock::mysql

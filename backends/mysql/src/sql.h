@@ -50,4 +50,9 @@ std::string prepared_lock_sql(std::string_view table, LockMode mode);
 // exists and is locked, which the caller treats as "exists".
 Batch insert_row_batch(std::string_view table, std::string_view key_hex, std::string_view name_hex);
 
+// Moves the table's sequence up to the server clock in µs (SETVAL never moves it down), so
+// tokens stay above those handed out before a server crash lost the sequence's cache state.
+// Fails with 1146 when the sequence does not exist yet.
+Batch catch_up_sequence_batch(std::string_view table);
+
 }  // namespace dlock::mysql

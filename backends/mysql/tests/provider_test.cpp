@@ -147,6 +147,23 @@ TEST_F(MysqlProviderTest, NamesNeverReachSqlAsText) {
   for (auto& l : held) EXPECT_TRUE(l.release());
 }
 
+// The residue and holder checks read information_schema.INNODB_TRX, a cache the server does
+// not refill while it is read more often than every 100 ms: polled that fast, an unfenced
+// read kept showing the snapshot from before a grant (and the saboteur of the conformance
+// column killed a previous case's holder instead of the current one).
+TEST_F(MysqlProviderTest, LockTransactionsIsFreshWhenPolledFast) {
+  auto p = open();
+  EXPECT_TRUE(db_->lock_transactions(true).empty());
+  auto a = p->try_lock("fresh", Wait::try_once(), {.owner = "a"});
+  ASSERT_TRUE(a);
+  std::size_t seen = 0;
+  EXPECT_TRUE(wait_until([&] { return (seen = db_->lock_transactions(false).size()) == 1; }, 2s))
+      << "the holder's transaction was not seen (" << seen << " seen)";
+  EXPECT_TRUE(a->release());
+  EXPECT_TRUE(wait_until([&] { return db_->lock_transactions(true).empty(); }, 2s))
+      << "the released holder's transaction was still seen";
+}
+
 TEST_F(MysqlProviderTest, KillHolderConnectionFiresLostAtOnce) {
   auto p = open("session_timeout=10s");
   auto a = p->try_lock("victim", Wait::try_once(), {.owner = "a"});

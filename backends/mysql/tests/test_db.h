@@ -30,7 +30,12 @@ class TestDb {
   std::string uri(const std::string& params = "") const;
   // Runs one statement on a fresh admin connection; returns the first column of each row.
   std::vector<std::string> query(const std::string& text) const;
-  // Connection ids whose transactions hold rows (or wait, with waiting_too) in this database.
+  // Runs one statement as root (no password on the test server: scripts/servers.sh), for
+  // server-wide settings (SET GLOBAL …) a test must change and put back.
+  static void run_as_root(const std::string& text);
+  // Connection ids whose transactions hold rows (or wait, with waiting_too) in this database,
+  // from a snapshot of INNODB_TRX taken after the call began (however often it is polled).
+  // Throws std::runtime_error if the server serves no fresh one within 5 s.
   std::vector<std::string> lock_transactions(bool waiting_too) const;
 
  private:

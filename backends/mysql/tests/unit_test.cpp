@@ -1,15 +1,23 @@
-// Unit tests of the mysql backend's pure parts: URI parsing, the SQL builder, name hashing.
+// Unit tests of the mysql backend's pure parts: URI parsing, the SQL builder, name hashing,
+// socket discovery by arrival, parked waiter threads.
 // No server needed.
 #include <gtest/gtest.h>
 
+#include <atomic>
+#include <condition_variable>
+#include <mutex>
 #include <string>
+#include <thread>
+#include <vector>
 
 #include "dlock/error.h"
 #include "dlock/uri.h"
 #include "keys.h"
 #include "lease_sql.h"
 #include "options.h"
+#include "socket_fd.h"
 #include "sql.h"
+#include "waiter_threads.h"
 
 namespace dlock::mysql {
 namespace {
@@ -107,6 +115,16 @@ TEST(MysqlKeys, Sha256OfPrefixZeroName) {
   EXPECT_NE(row_key_hex("", "A"), row_key_hex("", "a"));  // case-sensitive
 }
 
+TEST(MysqlKeys, KeysOfExistingRowsNeverChange) {
+  // Rows already in users' tables were keyed by the first implementation (its own OpenSSL
+  // calls); the digests below are Python's hashlib, so a new SHA-256 path must match them
+  // byte for byte: NUL, 0xff, quotes and wildcards in the name, and a 1024-byte name.
+  EXPECT_EQ(row_key_hex("dlock", std::string("n\0\xff'\\%_", 7)),
+            "fa7b3f1e6fd2d58809f402d0f48fce74ece0ef473e065d7d8f1f058abd5da1a9");
+  EXPECT_EQ(row_key_hex("", std::string(1024, 'x')),
+            "77942448051152f6eb534e25436ade9247693deed95190fbe14af341ac771514");
+}
+
 TEST(MysqlKeys, HexCoversEveryByte) {
   EXPECT_EQ(to_hex(std::string("a'\\%_\0\xff", 7)), "61275c255f00ff");
   EXPECT_EQ(to_hex(""), "");
@@ -173,6 +191,60 @@ TEST(MysqlLeaseSql, ReleaseAndRenewAreOwnerAndTokenChecked) {
                         "' AND owner = X'70' AND token = 43)"),
             std::string::npos);
   EXPECT_NE(n.text.find("AND expires_at > @dlock_now"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace dlock::mysql
+
+namespace dlock::mysql {
+namespace {
+
+TEST(MysqlSocketFd, TheNewSocketIsTheOneThatArrivedUnclaimed) {
+  const std::vector<SocketId> before{{3, 10}, {4, 11}};
+  // One socket arrived: it is ours, and claimed for this connection.
+  EXPECT_EQ(new_socket_fd(before, {{3, 10}, {4, 11}, {7, 12}}), 7);
+  // Claimed now: a concurrent discovery does not take it.
+  EXPECT_EQ(new_socket_fd(before, {{3, 10}, {4, 11}, {7, 12}}), -1);
+  release_socket_fd(7);
+  // An fd number reused by another socket (another inode) arrived too.
+  EXPECT_EQ(new_socket_fd(before, {{3, 99}, {4, 11}}), 3);
+  release_socket_fd(3);
+  // Two arrivals (a concurrent connect): no guess.
+  EXPECT_EQ(new_socket_fd(before, {{3, 10}, {4, 11}, {7, 12}, {8, 13}}), -1);
+  // Nothing arrived.
+  EXPECT_EQ(new_socket_fd(before, before), -1);
+}
+
+TEST(MysqlWaiterThreads, AFinishedWaitsThreadTakesTheNextWait) {
+  WaiterThreads threads(std::chrono::seconds(5));
+  std::mutex mu;
+  std::condition_variable cv;
+  std::vector<std::thread::id> ran;
+  auto job = [&] {
+    std::lock_guard lock(mu);
+    ran.push_back(std::this_thread::get_id());
+    cv.notify_all();
+  };
+  threads.run(job);
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+  while (threads.idle() != 1 && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  ASSERT_EQ(threads.idle(), 1u) << "the thread did not park";
+  threads.run(job);
+  std::unique_lock lock(mu);
+  ASSERT_TRUE(cv.wait_for(lock, std::chrono::seconds(5), [&] { return ran.size() == 2; }));
+  EXPECT_EQ(ran[0], ran[1]) << "a second thread was started while one was parked";
+}
+
+TEST(MysqlWaiterThreads, ParkedThreadsExitWhenIdle) {
+  WaiterThreads threads(std::chrono::milliseconds(20));
+  std::atomic<bool> done{false};
+  threads.run([&] { done = true; });
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+  while (!done && std::chrono::steady_clock::now() < deadline) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  EXPECT_EQ(threads.idle(), 0u);
 }
 
 }  // namespace

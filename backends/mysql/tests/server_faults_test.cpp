@@ -1,0 +1,158 @@
+// Server-side faults from issue 9 that need the server itself: a crash (kill -9 of mariadbd
+// and a restart through scripts/servers.sh) must not set fencing tokens back, and a server
+// whose innodb_lock_wait_timeout is shorter than a dlock wait must neither end the wait early
+// nor report a grant while the lock is held.
+#include <gtest/gtest.h>
+#include <signal.h>
+
+#include <atomic>
+#include <cstdio>
+#include <cstdlib>
+#include <optional>
+#include <string>
+#include <thread>
+
+#include "dlock/dlock.h"
+#include "test_db.h"
+
+namespace dlock::mysql::test {
+namespace {
+
+using namespace std::chrono_literals;
+using Clock = std::chrono::steady_clock;
+
+std::string servers_script() {
+  const char* s = std::getenv("DLOCK_SERVERS_SCRIPT");
+  return s == nullptr ? "" : s;
+}
+
+// The pid of the test server's mariadbd, from `servers.sh status mariadb`
+// ("mariadb: running (pid N, port …"), or 0.
+pid_t mariadbd_pid() {
+  const std::string cmd = "'" + servers_script() + "' status mariadb 2>&1";
+  FILE* f = ::popen(cmd.c_str(), "r");
+  if (f == nullptr) return 0;
+  char line[512] = {};
+  std::string out;
+  while (std::fgets(line, sizeof line, f) != nullptr) out += line;
+  ::pclose(f);
+  const auto at = out.find("(pid ");
+  return at == std::string::npos ? 0 : static_cast<pid_t>(std::atol(out.c_str() + at + 5));
+}
+
+class MysqlServerFaultsTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    ASSERT_FALSE(server_uri().empty()) << kNoServerMessage;
+    ASSERT_FALSE(servers_script().empty()) << "DLOCK_SERVERS_SCRIPT not set (eval \"$(scripts/servers.sh env)\")";
+    db_ = std::make_unique<TestDb>();
+  }
+  std::unique_ptr<TestDb> db_;
+};
+
+TEST_F(MysqlServerFaultsTest, TokensKeepIncreasingAfterKill9AndRestart) {
+  auto p = dlock::open(db_->uri("session_timeout=10s&connect_timeout=1s"));
+  // Several grants first: the sequence hands out tokens from a cache of 1000 in memory, so
+  // a crash loses the cache and the restarted server must continue above it.
+  std::uint64_t last = 0;
+  for (int i = 0; i < 5; ++i) {
+    auto l = p->try_lock("crash", Wait::try_once(), {.owner = "a"});
+    ASSERT_TRUE(l);
+    EXPECT_GT(l->fencing_token(), last);
+    last = l->fencing_token();
+    EXPECT_TRUE(l->release());
+  }
+  auto held = p->try_lock("crash", Wait::try_once(), {.owner = "a"});
+  ASSERT_TRUE(held);
+  last = held->fencing_token();
+  const pid_t pid = mariadbd_pid();
+  ASSERT_GT(pid, 0) << "no running mariadbd found through " << servers_script();
+  ASSERT_EQ(::kill(pid, SIGKILL), 0);
+  // The hang-up reaches the holder at once (no S = 10 s wait).
+  const auto until = Clock::now() + 2s;
+  while (!held->lost_token().stop_requested() && Clock::now() < until) std::this_thread::sleep_for(5ms);
+  EXPECT_TRUE(held->lost_token().stop_requested()) << "kill -9 of the server did not reach the holder";
+  ASSERT_EQ(std::system(("timeout 120 '" + servers_script() + "' start mariadb >/dev/null 2>&1").c_str()), 0);
+  EXPECT_FALSE(held->release());
+  // The provider that saw the crash continues above every token handed out before it (its
+  // first attempts may fail while InnoDB recovers), and so does a new one (a fresh process).
+  std::optional<Lease> next;
+  const auto deadline = Clock::now() + 20s;
+  while (!next && Clock::now() < deadline) {
+    try {
+      next = p->try_lock("crash", Wait::try_once(), {.owner = "b"});
+    } catch (const Error&) {
+      std::this_thread::sleep_for(50ms);
+    }
+  }
+  ASSERT_TRUE(next) << "no grant within 20 s of the restart";
+  EXPECT_GT(next->fencing_token(), last);
+  last = next->fencing_token();
+  EXPECT_TRUE(next->release());
+  auto fresh = dlock::open(db_->uri("session_timeout=10s"));
+  auto l = fresh->try_lock("crash", Wait::try_once(), {.owner = "c"});
+  ASSERT_TRUE(l);
+  EXPECT_GT(l->fencing_token(), last);
+}
+
+// Sets GLOBAL innodb_lock_wait_timeout for the test and puts the old value back.
+class GlobalLockWaitTimeout {
+ public:
+  GlobalLockWaitTimeout(const TestDb& db, int seconds) {
+    old_ = db.query("SELECT @@GLOBAL.innodb_lock_wait_timeout").at(0);
+    TestDb::run_as_root("SET GLOBAL innodb_lock_wait_timeout=" + std::to_string(seconds));
+  }
+  ~GlobalLockWaitTimeout() {
+    try {
+      TestDb::run_as_root("SET GLOBAL innodb_lock_wait_timeout=" + old_);
+    } catch (...) {
+    }
+  }
+
+ private:
+  std::string old_;
+};
+
+// A wait of `wait` for a lock held `hold`: granted after the release, never while held.
+void expect_wait_outlasts_server_timeouts(ILockProvider& holder_side, ILockProvider& waiter_side,
+                                          std::chrono::milliseconds hold, std::chrono::milliseconds wait) {
+  auto a = holder_side.try_lock("long", Wait::try_once(), {.owner = "a"});
+  ASSERT_TRUE(a);
+  std::atomic<bool> released{false};
+  std::thread t([&] {
+    std::this_thread::sleep_for(hold);
+    released = true;
+    EXPECT_TRUE(a->release());
+  });
+  const auto t0 = Clock::now();
+  std::optional<Lease> b;
+  EXPECT_NO_THROW(b = waiter_side.try_lock("long", Wait::for_duration(wait), {.owner = "b"}));
+  const auto took = Clock::now() - t0;
+  t.join();
+  ASSERT_TRUE(b) << "the wait ended without the lock after "
+                 << std::chrono::duration_cast<std::chrono::milliseconds>(took).count() << " ms";
+  EXPECT_TRUE(released.load()) << "granted while the holder still held the lock";
+  EXPECT_GE(took, hold - 50ms);
+  EXPECT_GT(b->fencing_token(), a->fencing_token());
+  EXPECT_TRUE(b->release());
+}
+
+TEST_F(MysqlServerFaultsTest, ShortGlobalInnodbLockWaitTimeoutNeverCutsAWaitShort) {
+  // Every new session starts with innodb_lock_wait_timeout=1: the backend sets its own per
+  // session, so a 3 s wait outlasts a 2.5 s hold.
+  GlobalLockWaitTimeout short_timeout(*db_, 1);
+  auto holder = dlock::open(db_->uri("session_timeout=5s"));
+  auto waiter = dlock::open(db_->uri("session_timeout=5s"));
+  expect_wait_outlasts_server_timeouts(*holder, *waiter, 2500ms, 4000ms);
+}
+
+TEST_F(MysqlServerFaultsTest, WaitChunksShorterThanTheWaitRequeueWithoutAFalseGrant) {
+  // wait_chunk=1s: the server ends the waiter's statement with 1205 every second; the
+  // backend queues again each time until the release, and never takes 1205 for a grant.
+  auto holder = dlock::open(db_->uri("session_timeout=5s"));
+  auto waiter = dlock::open(db_->uri("session_timeout=5s&wait_chunk=1s"));
+  expect_wait_outlasts_server_timeouts(*holder, *waiter, 2500ms, 4000ms);
+}
+
+}  // namespace
+}  // namespace dlock::mysql::test
