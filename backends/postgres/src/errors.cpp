@@ -72,6 +72,11 @@ Error translate_error(std::string_view where, std::string_view doing, const PGco
     return Error(ErrorCode::invalid_argument,
                  head + "the fence table is missing: create it (README.md) or set create_tables=true" + detail);
   }
+  if (state == "23502" && detail.find("\"token\"") != std::string::npos) {
+    return Error(ErrorCode::invalid_argument,
+                 head + "the fence table was made by an earlier dlock (a token column): open it once "
+                        "with create_tables=true to upgrade it (README.md, \"Upgrading\")" + detail);
+  }
   if (state == "25006") {
     return Error(ErrorCode::unavailable,
                  head + "the server is read-only (a hot standby?): point the URI at the primary, "

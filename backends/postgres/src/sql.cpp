@@ -53,6 +53,21 @@ std::int32_t bump_object(std::string_view qualified_seq) {
   return static_cast<std::int32_t>(h & 0x7fffffff);
 }
 
+// An earlier build's table has a `token bigint NOT NULL` column that this build does not
+// write: the column becomes nullable (the earlier build's clients keep working beside this
+// one) and the sequence starts above every token that build handed out. Runs once: the
+// condition is false afterwards. Identifiers are validated (options.cpp): no quote occurs.
+std::string upgrade_earlier_table(const std::string& t, const std::string& seq,
+                                  const std::string& seq_literal) {
+  const std::string t_literal = "'" + t + "'::regclass";
+  return "DO $dlock$ BEGIN IF EXISTS (SELECT 1 FROM pg_attribute WHERE attrelid = " + t_literal +
+         " AND attname = 'token' AND attnotnull AND NOT attisdropped) THEN "
+         "ALTER TABLE " + t + " ALTER COLUMN token DROP NOT NULL; "
+         "PERFORM setval(" + seq_literal + ", GREATEST((SELECT last_value FROM " + seq + "), "
+         "(SELECT max(token) FROM " + t + "), 1)); "
+         "END IF; END $dlock$";
+}
+
 }  // namespace
 
 std::string qualified(const std::string& schema, const std::string& table) {
@@ -68,7 +83,8 @@ AdvisorySql::AdvisorySql(const std::string& schema, const std::string& table) {
   const std::string seq_literal = "'" + seq + "'::regclass";
   const std::int32_t obj = bump_object(seq);
   create_table = "CREATE TABLE IF NOT EXISTS " + t + " (key bigint PRIMARY KEY, name bytea NOT NULL);\n"
-                 "CREATE SEQUENCE IF NOT EXISTS " + seq + " AS bigint";
+                 "CREATE SEQUENCE IF NOT EXISTS " + seq + " AS bigint;\n" +
+                 upgrade_earlier_table(t, seq, seq_literal);
   // pg_advisory_lock returns void; ::text = '' turns it into a boolean true after the wait.
   prepare_all = prepare(stmt::claim, "bigint, bytea", claim(t)) +
                 prepare(stmt::try_x, "bigint", acquire(seq_literal, "pg_try_advisory_lock($1)", obj)) +
