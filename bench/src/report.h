@@ -4,6 +4,7 @@
 #include <optional>
 #include <ostream>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -24,6 +25,14 @@ struct Row {
   std::string versus;                // measured against the target ("1.04 x"), or ""
   Verdict verdict = Verdict::info;
   std::vector<std::pair<std::string, double>> metrics;  // every figure, for JSON
+
+  // The figure named `key` in metrics, or `fallback`.
+  double metric(std::string_view key, double fallback = -1) const {
+    for (const auto& [k, v] : metrics) {
+      if (k == key) return v;
+    }
+    return fallback;
+  }
 };
 
 // Thread safety: not synchronized; one Report per run, filled by one thread.
