@@ -9,11 +9,8 @@
 // through $DLOCK_SERVERS_SCRIPT. In lease mode the saboteur clears the lease rows (as a lost
 // row would) and residue is any lease row still owned and unexpired.
 //
-// INNODB_TRX is a cache the server refills only when nobody read it in the last 100 ms: a
-// reader polling faster sees the same old snapshot for ever (in full runs: the killed holder
-// of the previous case, and not the current one). So every read is fenced: the reading
-// connection first opens a transaction of its own (a shared lock on a fence row), and a
-// snapshot counts only once it lists that transaction, i.e. it was taken after the read began.
+// INNODB_TRX is a cache the server refills only when nobody read it in the last 100 ms, so
+// every read is fenced (backends/mysql/tests/innodb_trx.h).
 #include <cppconn/driver.h>
 #include <cppconn/exception.h>
 #include <cppconn/resultset.h>
@@ -33,6 +30,7 @@
 
 #include "dlock/uri.h"
 #include "framework/backend_context.h"
+#include "innodb_trx.h"  // backends/mysql/tests: the fenced INNODB_TRX read
 
 namespace dlock::conformance {
 namespace {
@@ -170,39 +168,8 @@ class MysqlEnv : public BackendEnv {
   // after this call began (the fence, see the top of the file); throws if the server
   // serves none within 5 s (another client polling INNODB_TRX faster than every 100 ms).
   std::vector<std::string> holders(bool waiting_too) const {
-    auto c = connect();
-    std::unique_ptr<sql::Statement> s(c->createStatement());
-    s->execute("SET autocommit=0");
-    std::unique_ptr<sql::ResultSet>(s->executeQuery(sql::SQLString("SELECT k FROM `" + db_ + "`.conf_fence LOCK IN SHARE MODE")));
-    // The fence connection has no default database, so p.DB never matches it.
-    const std::string q =
-        "SELECT t.trx_mysql_thread_id, IFNULL(p.DB, ''), t.trx_state FROM information_schema.INNODB_TRX t "
-        "LEFT JOIN information_schema.PROCESSLIST p ON p.ID = t.trx_mysql_thread_id";
-    std::string own;
-    {
-      std::unique_ptr<sql::ResultSet> rs(s->executeQuery("SELECT CONNECTION_ID()"));
-      rs->next();
-      own = rs->getString(1).asStdString();
-    }
-    for (int round = 0; round < 33; ++round) {
-      // Past the server's 100 ms no-refill window of the previous read.
-      if (round > 0) std::this_thread::sleep_for(std::chrono::milliseconds(150));
-      std::unique_ptr<sql::ResultSet> rs(s->executeQuery(sql::SQLString(q)));
-      bool fresh = false;
-      std::vector<std::string> ids;
-      while (rs->next()) {
-        const std::string id = rs->getString(1).asStdString();
-        if (id == own) fresh = true;
-        if (rs->getString(2).asStdString() != db_) continue;
-        if (rs->getString(3).asStdString() == "LOCK WAIT" && !waiting_too) continue;
-        ids.push_back(id);
-      }
-      if (fresh) {
-        s->execute("ROLLBACK");
-        return ids;
-      }
-    }
-    throw std::runtime_error("mysql saboteur: information_schema.INNODB_TRX was not refreshed within 5 s");
+    auto c = connect();  // no default database: it never counts itself
+    return mysql::test::fenced_lock_transactions(*c, db_, "conf_fence", waiting_too);
   }
 
   Uri base_;

@@ -1,5 +1,7 @@
 #include "test_db.h"
 
+#include "innodb_trx.h"
+
 #include <cppconn/driver.h>
 #include <cppconn/resultset.h>
 #include <cppconn/statement.h>
@@ -86,45 +88,10 @@ void TestDb::run_as_root(const std::string& text) {
 }
 
 std::vector<std::string> TestDb::lock_transactions(bool waiting_too) const {
-  // INNODB_TRX is a cache the server refills only when nobody read it in the last 100 ms:
-  // polled faster (wait_until polls every millisecond) it shows one old snapshot for ever.
-  // The fence: this connection opens a transaction of its own first, and a snapshot counts
-  // only once it lists that transaction, i.e. it was taken after this call began.
   query("CREATE TABLE IF NOT EXISTS `" + name_ + "`.it_fence (k INT PRIMARY KEY) ENGINE=InnoDB");
   query("INSERT IGNORE INTO `" + name_ + "`.it_fence VALUES (1)");
-  auto c = admin();  // no default database: p.DB never matches the fence itself
-  std::unique_ptr<sql::Statement> s(c->createStatement());
-  s->execute("SET autocommit=0");
-  std::unique_ptr<sql::ResultSet>(s->executeQuery(sql::SQLString("SELECT k FROM `" + name_ + "`.it_fence LOCK IN SHARE MODE")));
-  std::string own;
-  {
-    std::unique_ptr<sql::ResultSet> rs(s->executeQuery("SELECT CONNECTION_ID()"));
-    rs->next();
-    own = rs->getString(1).asStdString();
-  }
-  const std::string q =
-      "SELECT t.trx_mysql_thread_id, IFNULL(p.DB, ''), t.trx_state FROM information_schema.INNODB_TRX t "
-      "LEFT JOIN information_schema.PROCESSLIST p ON p.ID = t.trx_mysql_thread_id";
-  for (int round = 0; round < 33; ++round) {
-    if (round > 0) std::this_thread::sleep_for(std::chrono::milliseconds(150));  // past the 100 ms window
-    std::unique_ptr<sql::ResultSet> rs(s->executeQuery(sql::SQLString(q)));
-    bool fresh = false;
-    std::vector<std::string> ids;
-    while (rs->next()) {
-      const std::string id = rs->getString(1).asStdString();
-      if (id == own) fresh = true;
-      if (rs->getString(2).asStdString() != name_) continue;
-      // Every open transaction there but a waiting one holds rows (trx_rows_locked is
-      // approximate): only holders and left-behind waits keep one open.
-      if (rs->getString(3).asStdString() == "LOCK WAIT" && !waiting_too) continue;
-      ids.push_back(id);
-    }
-    if (fresh) {
-      s->execute("ROLLBACK");
-      return ids;
-    }
-  }
-  throw std::runtime_error("information_schema.INNODB_TRX was not refreshed within 5 s");
+  auto c = admin();  // no default database: it never counts itself
+  return fenced_lock_transactions(*c, name_, "it_fence", waiting_too);
 }
 
 }  // namespace dlock::mysql::test
