@@ -315,21 +315,26 @@ start_postgres() {
       cat "$d/data/pg_hba.conf"; } >"$d/pg_hba.new"
     as_postgres cp "$d/pg_hba.new" "$d/data/pg_hba.conf" && rm -f "$d/pg_hba.new"
   fi
+  pg_ctl_start postgres "$d" "$port" "$bin"
+}
+
+# Starts the postmaster of NAME's data directory and waits until it answers.
+pg_ctl_start() {  # NAME DIR PORT BIN [SERVER_OPTIONS]
+  local name=$1 d=$2 port=$3 bin=$4 extra=${5:-} stale
   # A postmaster killed with SIGKILL leaves data/postmaster.pid behind. Taken for the new
   # server's, it would be read before the new one writes its own (and its dead pid reported
   # as "exited during startup"); while the dead one is an unreaped zombie, postgres itself
   # refuses to start ("lock file already exists"). No live postmaster owns it: remove it.
-  local stale
   stale=$(head -n1 "$d/data/postmaster.pid" 2>/dev/null | tr -dc 0-9) || true
   if [[ -n "$stale" ]] && ! alive "$stale" postgres; then
     rm -f "$d/data/postmaster.pid"
   fi
   as_postgres "$bin/pg_ctl" -D "$d/data" -l "$d/pg.log" \
-    -o "-p $port -k $d -c listen_addresses=127.0.0.1" -W start </dev/null >"$d/pg_ctl.log" 2>&1 ||
-    { show_log postgres "$d/pg_ctl.log" "$d/pg.log"; return 1; }
-  wait_for_file "$d/data/postmaster.pid" || { show_log postgres "$d/pg_ctl.log" "$d/pg.log"; return 1; }
+    -o "-p $port -k $d -c listen_addresses=127.0.0.1 $extra" -W start </dev/null >"$d/pg_ctl.log" 2>&1 ||
+    { show_log "$name" "$d/pg_ctl.log" "$d/pg.log"; return 1; }
+  wait_for_file "$d/data/postmaster.pid" || { show_log "$name" "$d/pg_ctl.log" "$d/pg.log"; return 1; }
   head -n1 "$d/data/postmaster.pid" >"$d/pid"
-  wait_ready postgres postgres_probe "$port" || { show_log postgres "$d/pg_ctl.log" "$d/pg.log"; return 1; }
+  wait_ready "$name" postgres_probe "$port" || { show_log "$name" "$d/pg_ctl.log" "$d/pg.log"; return 1; }
 }
 
 stop_postgres() {
@@ -351,17 +356,7 @@ start_postgres_standby() {
     as_postgres "$bin/pg_basebackup" -h 127.0.0.1 -p "$primary_port" -U postgres -D "$d/data" -R -X stream \
       -c fast >"$d/basebackup.log" 2>&1 || { show_log postgres_standby "$d/basebackup.log"; return 1; }
   fi
-  local stale
-  stale=$(head -n1 "$d/data/postmaster.pid" 2>/dev/null | tr -dc 0-9) || true
-  if [[ -n "$stale" ]] && ! alive "$stale" postgres; then
-    rm -f "$d/data/postmaster.pid"
-  fi
-  as_postgres "$bin/pg_ctl" -D "$d/data" -l "$d/pg.log" \
-    -o "-p $port -k $d -c listen_addresses=127.0.0.1 -c hot_standby=on" -W start </dev/null >"$d/pg_ctl.log" 2>&1 ||
-    { show_log postgres_standby "$d/pg_ctl.log" "$d/pg.log"; return 1; }
-  wait_for_file "$d/data/postmaster.pid" || { show_log postgres_standby "$d/pg_ctl.log" "$d/pg.log"; return 1; }
-  head -n1 "$d/data/postmaster.pid" >"$d/pid"
-  wait_ready postgres_standby postgres_probe "$port" || { show_log postgres_standby "$d/pg_ctl.log" "$d/pg.log"; return 1; }
+  pg_ctl_start postgres_standby "$d" "$port" "$bin" "-c hot_standby=on"
 }
 
 stop_postgres_standby() { stop_postgres "$@"; }
