@@ -178,6 +178,7 @@ def crash(ctx, b):
     w = Probe(ctx.probe, uri, "wait", name, 120000, 0)
     w.expect("start")
     time.sleep(0.5)
+    t_kill = time.monotonic_ns()
     for pid in ctx.pids(b):
         os.kill(pid, signal.SIGKILL)
     ctx.servers("start", *b["servers"])
@@ -194,7 +195,8 @@ def crash(ctx, b):
     overlap = (holder_end is None or ev[1] < holder_end) and not lost
     return {"kept": kept, "holder_told_lost": bool(lost), "unsafe_overlap": overlap,
             "tokens_increase": int(ev[2] or 0) > int(tok_h or 0), "token_before": int(tok_h or 0),
-            "token_after": int(ev[2] or 0), "waiter_after_restart_s": (ev[1] - t_up) / 1e9}
+            "token_after": int(ev[2] or 0), "waiter_after_kill_s": (ev[1] - t_kill) / 1e9,
+            "restart_s": (t_up - t_kill) / 1e9}
 
 
 def availability(ctx, b):

@@ -79,7 +79,7 @@ def property_row(result, kind, r):
                  else "**lost, holder not told (unsafe)**" if c["unsafe_overlap"] else "lost")
         tok = "yes (%d → %d)" % (c["token_before"], c["token_after"]) if c["tokens_increase"] else \
             "**no** (%d → %d)" % (c["token_before"], c["token_after"])
-        served = _s(c["waiter_after_restart_s"]) + " after restart"
+        served = "%s after kill -9 (servers.sh start took %s)" % (_s(c["waiter_after_kill_s"]), _s(c["restart_s"]))
     else:
         state = tok = served = "(%s)" % _why(c)
     fi = r.get("fifo", {})
