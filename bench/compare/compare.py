@@ -4,6 +4,7 @@ measured in one run on one machine. Run it through bench/compare.sh, which start
 servers and builds the binaries; see bench/README.md ("Backend comparison").
 
   compare.py --bench BIN --probe BIN --servers-script PATH --out DIR [--quick] [--only ID,...]
+  compare.py --render RUN.json --out DIR      (rewrite .md and .svg from a run's JSON)
 
 Writes DIR/<date>.md, DIR/<date>.json and DIR/<date>-*.svg. Exit 0 when every row was
 produced (cells may still say why a figure is missing), 1 otherwise.
@@ -149,7 +150,16 @@ def main():
     ap.add_argument("--out", required=True)
     ap.add_argument("--quick", action="store_true")
     ap.add_argument("--only", default="", help="comma-separated row ids (debugging)")
+    ap.add_argument("--render", metavar="JSON", help="only rewrite the results from a run's JSON")
     args = ap.parse_args()
+    if args.render:
+        with open(args.render) as f:
+            result = json.load(f)
+        for b in result["backends"]:
+            b["bench"] = {"rows": b.pop("bench_rows", [])}
+        for p in tables.write_all(result, args.out, stamp=os.path.basename(args.render)[:-5]):
+            print(p)
+        return 0
     ctx = Ctx(args)
     t0 = time.monotonic()
     load_before = open("/proc/loadavg").read().split()[:3]

@@ -126,6 +126,24 @@ def _table(head, rows):
     return "\n".join(out) + "\n"
 
 
+def _why_requests(b, p):
+    """The server work per acquire+release of both, where counted: the usual reason."""
+    mine, theirs = b.get("io") or {}, p.get("io") or {}
+    parts = []
+    if "requests_per_op" in mine and "requests_per_op" in theirs:
+        parts.append("server requests per acquire+release %s vs %s" % (_num(mine["requests_per_op"]),
+                                                                      _num(theirs["requests_per_op"])))
+    if mine.get("fsyncs_per_op", 0) > 0.5 and theirs.get("fsyncs_per_op", 1) < 0.5:
+        parts.append("dlock's lease rows are durable writes (%s fsyncs each), the peer's session lock is in memory"
+                     % _num(mine["fsyncs_per_op"]))
+    return ("; " + "; ".join(parts)) if parts else ""
+
+
+def _why_slower(b, p):
+    return "; why: dlock %s µs vs %s µs p50" % (_num(b["figures"]["p50_us"]), _num(p["uncontended"]["p50_us"])) + \
+        _why_requests(b, p)
+
+
 def targets(result):
     """Issue 13's targets, per dlock row with peers in its group: [(text, verdict, why)]."""
     out = []
@@ -149,19 +167,24 @@ def targets(result):
                             % (_num(best), _num(floor), _num(speed, digits=2))))
             else:
                 out.append(("dlock %s uncontended ≥ 1.5× best peer (%s)" % (b["id"], bp["id"]),
-                            "PASS" if speed >= 1.5 else "MISS", "%s× faster" % _num(speed, digits=2)))
+                            "PASS" if speed >= 1.5 else "MISS",
+                            "%s× faster" % _num(speed, digits=2) + ("" if speed >= 1.5 else _why_slower(b, bp))))
         for p in peers:
             if p["peer"].startswith("tooz") and p.get("uncontended", {}).get("p50_us"):
                 s = p["uncontended"]["p50_us"] / f["p50_us"]
                 out.append(("dlock %s ≥ 5× %s" % (b["id"], p["id"]), "PASS" if s >= 5 else "MISS",
-                            "%s× faster" % _num(s, digits=2)))
+                            "%s× faster" % _num(s, digits=2) + ("" if s >= 5 else _why_slower(b, p))))
         for p in peers:
             c = p.get("contended", {})
             if "handoffs_per_s" in c and "handoffs_per_s" in f:
                 ok = f["handoffs_per_s"] > c["handoffs_per_s"]
+                why = ""
+                if not ok and c.get("handoff_p50_us") and f.get("handoff_p50_us"):
+                    why = "; why: a hand-off takes dlock %s µs (p50), %s µs" % (_num(f["handoff_p50_us"]), _num(c["handoff_p50_us"]))
+                    why += _why_requests(b, p)
                 out.append(("dlock %s contended ahead of %s" % (b["id"], p["id"]), "PASS" if ok else "MISS",
                             "%s vs %s hand-offs/s" % (_num(f["handoffs_per_s"], digits=0),
-                                                      _num(c["handoffs_per_s"], digits=0))))
+                                                      _num(c["handoffs_per_s"], digits=0)) + why))
     return out
 
 
@@ -223,7 +246,8 @@ def plots(result, base):
             "set terminal svg size 900,%d dynamic font 'sans,11'" % (80 + 22 * len(data)),
             "set output '%s'" % svg, "set title '%s'" % title, "set logscale x", "set grid xtics",
             "set yrange [-1:%d]" % len(data), "set ytics nomirror", "set style fill solid 0.6", "unset key",
-            "plot '%s' using (column(3)/2.0):1:(column(3)/2.0):(0.35):ytic(2) with boxxyerror" % dat,
+            # Bars from a common base below the smallest value (log scale: no zero).
+            "plot '%s' using 3:1:(%g):3:($1-0.35):($1+0.35):ytic(2) with boxxyerror" % (dat, min(v for _, v in data) / 3),
         ])
         try:
             subprocess.run([gp], input=script, text=True, check=True, timeout=60,
@@ -235,9 +259,9 @@ def plots(result, base):
     return made
 
 
-def write_all(result, out_dir):
+def write_all(result, out_dir, stamp=None):
     os.makedirs(out_dir, exist_ok=True)
-    stamp = time.strftime("%Y-%m-%d", time.gmtime()) + ("-quick" if result["quick"] else "")
+    stamp = stamp or time.strftime("%Y-%m-%d", time.gmtime()) + ("-quick" if result["quick"] else "")
     base = os.path.join(out_dir, stamp)
     for b in result["backends"]:
         b["figures"] = dlock_figures(b)
