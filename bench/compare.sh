@@ -26,7 +26,7 @@ while (($#)); do
     --out) OUT=${2:?--out needs a directory}; shift ;;
     --keep-servers) KEEP=1 ;;
     --only) ONLY=(--only "${2:?--only needs ids}"); shift ;;
-    -h | --help) sed -n '2,19p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h | --help) sed -n '2,18p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) echo "compare.sh: unknown argument '$1' (see --help)" >&2; exit 2 ;;
   esac
   shift

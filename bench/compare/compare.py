@@ -84,7 +84,14 @@ class Ctx:
         return counters.server_pids(self.dir, b["servers"])
 
     def servers(self, *args):
-        subprocess.run([self.script, *args], check=True, stdout=subprocess.DEVNULL)
+        # A start right after kill -9 can fail once (postgres: the dead postmaster's backends
+        # still hold its shared memory for a moment): try again before giving up.
+        for attempt in range(3):
+            p = subprocess.run([self.script, *args], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+            if p.returncode == 0:
+                return
+            time.sleep(2)
+        raise RuntimeError("servers.sh %s failed 3 times: %s" % (" ".join(args), p.stderr.strip()[-160:]))
 
 
 def run_bench(ctx, b, with_peers):
