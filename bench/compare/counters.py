@@ -8,8 +8,8 @@ snapshot(backend) -> dict of numbers; delta(a, b) -> dict. Keys:
                              zookeeper: packets received (mntr)
   fsyncs                     mysql: Innodb_data_fsyncs + Innodb_os_log_fsyncs;
                              postgres: pg_stat_wal.wal_sync (where the server has it)
-  znode_changes              zookeeper: cversion of the lock's parent node (children created
-                             + deleted)
+  znode_writes               zookeeper: write transactions (zxid delta, the highest member's):
+                             every create and delete of a znode, the lock's container included
 Every reader raises on failure; the caller turns that into a cell saying why.
 """
 import os
@@ -103,36 +103,37 @@ def _postgres(url):
     return out
 
 
+def _four_letters(host, port, word):
+    with socket.create_connection((host, int(port)), timeout=5) as s:
+        s.sendall(word)
+        data = b""
+        while True:
+            chunk = s.recv(65536)
+            if not chunk:
+                break
+            data += chunk
+    return data.decode()
+
+
 def _zk(url, name):
     hosts = urllib.parse.urlsplit(url).netloc.split(",")
-    packets = 0
+    packets, zxid = 0, 0
     for hp in hosts:  # every member: a client talks to one of them
         h, p = hp.rsplit(":", 1)
         try:
-            with socket.create_connection((h, int(p)), timeout=5) as s:
-                s.sendall(b"mntr")
-                data = b""
-                while True:
-                    chunk = s.recv(65536)
-                    if not chunk:
-                        break
-                    data += chunk
+            mntr = _four_letters(h, p, b"mntr")
+            srvr = _four_letters(h, p, b"srvr")
         except OSError:
             continue
-        for line in data.decode().splitlines():
+        for line in mntr.splitlines():
             k, _, v = line.partition("\t")
             if k == "zk_packets_received":
                 packets += int(v)
-    out = {"requests": packets}
-    if name:
-        from kazoo.client import KazooClient
-        zk = KazooClient(hosts=",".join(hosts), timeout=10.0)
-        zk.start(timeout=10)
-        st = zk.exists("/dlock/" + name)
-        out["znode_changes"] = st.cversion if st else 0
-        zk.stop()
-        zk.close()
-    return out
+        for line in srvr.splitlines():
+            if line.startswith("Zxid:"):
+                # Low 32 bits count the epoch's transactions; a new epoch (restart) resets them.
+                zxid = max(zxid, int(line.split(":", 1)[1].strip(), 16))
+    return {"requests": packets, "znode_writes": zxid}
 
 
 def snapshot(kind, url, pids, name=None):

@@ -15,6 +15,7 @@ Each peer is used as its documentation shows: blocking acquire, release; nothing
 import json
 import multiprocessing as mp
 import os
+import queue
 import sys
 import threading
 import time
@@ -216,9 +217,19 @@ def contended(make, url, name, workers, seconds):
              for i in range(workers)]
     for p in procs:
         p.start()
-    results = [out.get(timeout=seconds + 60) for _ in procs]
+    results, deadline = [], time.monotonic() + 3.0 + seconds + 60
+    for _ in procs:
+        try:
+            results.append(out.get(timeout=max(0.1, deadline - time.monotonic())))
+        except queue.Empty:
+            break
     for p in procs:
-        p.join(10)
+        p.join(1)
+        if p.is_alive():
+            p.kill()
+    if len(results) < len(procs):
+        return {"error": "%d of %d workers never returned from acquire/release within the window + 60 s"
+                         % (len(procs) - len(results), len(procs))}
     errors = [r["error"] for r in results if "error" in r]
     if errors:
         return {"error": errors[0]}

@@ -116,5 +116,6 @@ def io_cells(io, kind, sent=None):
         req = "%s incl. inside scripts" % req
         if sent is not None:
             req = "%s sent (%s)" % (_num(sent), req)
-    zn = _num(io["znode_changes_per_op"] / 2.0) + " created + deleted each" if "znode_changes_per_op" in io else "—"
+    zn = "%s writes (creates + deletes)" % _num(io["znode_writes_per_op"]) if "znode_writes_per_op" in io else (
+        "(not counted: cversion of a reaped container)" if "znode_changes_per_op" in io else "—")
     return [wb, fs, req, zn]

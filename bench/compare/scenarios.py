@@ -140,8 +140,10 @@ def renewal(ctx, b, lease_s):
     h.finish(timeout=lease_s * 10 + 30)
     lost = any(e[0] == "lost" for e in h.seen)
     released = [e for e in h.seen if e[0] == "released"]
-    return {"kept": ev[0] == "timeout" and not lost and bool(released) and released[0][2] == "ok",
-            "lost_signal": lost, "leases": 3.5}
+    release = released[0][2] if released else "none"
+    return {"kept": ev[0] == "timeout" and not lost and release == "ok",
+            "lost_signal": lost, "other_acquired_at_3_2_leases": ev[0] == "acquired", "release": release,
+            "leases": 3.5}
 
 
 def fifo(ctx, b, waiters=4, gap_s=0.15, hold_s=1.5):

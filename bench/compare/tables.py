@@ -92,7 +92,10 @@ def property_row(result, kind, r):
     dead = _s(d["seconds"]) if "seconds" in d else "(%s)" % _why(d)
     rn = r.get("renewal", {})
     if "kept" in rn:
-        ren = ("yes" if rn["kept"] else "**no**" + (" (lost signal)" if rn["lost_signal"] else ""))
+        ren = "yes" if rn["kept"] else "**no** (%s)" % ", ".join(
+            x for x in ("lost signal" if rn["lost_signal"] else "",
+                        "another client acquired it at 3.2 leases" if rn.get("other_acquired_at_3_2_leases") else "",
+                        "release answered %s" % rn["release"] if rn.get("release", "ok") != "ok" else "") if x)
     else:
         ren = "(%s)" % _why(rn)
     if "renewal_per_100" in f:
@@ -113,7 +116,7 @@ def property_row(result, kind, r):
 
 SPEED_HEAD = ["", "uncontended p50 / p99 µs", "p50 × wire floor", "hand-offs/s (4 processes)", "hand-off p50 µs",
               "CPU ms / 1,000 hand-offs", "server IO per acquire+release: write_bytes / syscw (wchar)",
-              "fsyncs per acquire+release", "server requests per acquire+release", "znodes per acquire",
+              "fsyncs per acquire+release", "server requests per acquire+release", "znode writes per acquire+release",
               "lines of code"]
 PROP_HEAD = ["", "kill -9 server while held: lock after restart", "fencing tokens after restart",
              "waiter served", "FIFO fraction (4 waiters)", "re-entry p50", "server requests while a waiter waits",
