@@ -92,10 +92,11 @@ def property_row(result, kind, r):
     dead = _s(d["seconds"]) if "seconds" in d else "(%s)" % _why(d)
     rn = r.get("renewal", {})
     if "kept" in rn:
-        ren = "yes" if rn["kept"] else "**no** (%s)" % ", ".join(
+        ren = "yes" if rn["kept"] else ("**no** (%s)" % ", ".join(
             x for x in ("lost signal" if rn["lost_signal"] else "",
                         "another client acquired it at 3.2 leases" if rn.get("other_acquired_at_3_2_leases") else "",
                         "release answered %s" % rn["release"] if rn.get("release", "ok") != "ok" else "") if x)
+                                         ).replace(" ()", "")
     else:
         ren = "(%s)" % _why(rn)
     if "renewal_per_100" in f:
