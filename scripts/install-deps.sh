@@ -6,6 +6,7 @@
 #   --servers  also the four servers the integration tests start
 #   --peers    also the peer lock libraries the benchmarks compare against (redis-py, kazoo,
 #              tooz with its drivers, MySQLdb, psycopg2, Curator with a JDK to compile its client)
+#              and gnuplot for bench/compare.sh's plots
 #
 # Idempotent: packages already installed are left alone (apt-get update runs only when
 # something is missing). Quiet: apt's output goes to a log that is printed only on failure.
@@ -37,7 +38,8 @@ build_pkgs=(g++ clang-14 cmake make pkg-config libssl-dev libhiredis-dev libfmt-
 server_pkgs=(redis-server mariadb-server zookeeper default-jre-headless postgresql)
 # Peers for side-by-side benchmarks (Debian's python3 modules; Curator needs javac).
 peer_pkgs=(python3-redis python3-kazoo python3-tooz python3-mysqldb python3-psycopg2 python3-pymysql
-           libcurator-client-java libcurator-framework-java libcurator-recipes-java default-jdk-headless)
+           libcurator-client-java libcurator-framework-java libcurator-recipes-java default-jdk-headless
+           gnuplot-nox)  # bench/compare.sh's SVG plots
 
 pkgs=("${build_pkgs[@]}")
 if (( with_servers )); then pkgs+=("${server_pkgs[@]}"); fi

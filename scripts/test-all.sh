@@ -66,7 +66,7 @@ print_summary() {
 }
 
 # --- 1. dependencies (nothing else can run without them)
-if ! step "install dependencies and servers" scripts/install-deps.sh --servers; then
+if ! step "install dependencies and servers" scripts/install-deps.sh --servers --peers; then
   print_summary
   exit 1
 fi
@@ -151,6 +151,12 @@ if ((configured)); then
   run_ctest "ctest: integration tests (one at a time)" -L "$server_labels" -j1
 else
   skip "ctest" "the g++ configure failed"
+fi
+
+# Backend comparison, quick (issue 13): fails only if a row is missing; timings are not judged.
+# It starts servers of its own (bench/compare.sh: other ports), so it disturbs none of these.
+if ((built)); then
+  step "bench/compare.sh --quick (every row produced)" env DLOCK_BUILD_DIR="$build" bench/compare.sh --quick --out "$build/compare-quick"
 fi
 
 # --- 5. conformance table
