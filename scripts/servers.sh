@@ -321,14 +321,18 @@ start_postgres() {
 # Starts the postmaster of NAME's data directory and waits until it answers.
 pg_ctl_start() {  # NAME DIR PORT BIN [SERVER_OPTIONS]
   local name=$1 d=$2 port=$3 bin=$4 extra=${5:-} stale
-  # A postmaster killed with SIGKILL leaves data/postmaster.pid behind. Taken for the new
-  # server's, it would be read before the new one writes its own (and its dead pid reported
-  # as "exited during startup"); while the dead one is an unreaped zombie, postgres itself
-  # refuses to start ("lock file already exists"). No live postmaster owns it: remove it.
-  stale=$(head -n1 "$d/data/postmaster.pid" 2>/dev/null | tr -dc 0-9) || true
-  if [[ -n "$stale" ]] && ! alive "$stale" postgres; then
-    rm -f "$d/data/postmaster.pid"
-  fi
+  # A postmaster killed with SIGKILL leaves data/postmaster.pid and the socket's lock file
+  # behind. Taken for the new server's, postmaster.pid would be read before the new one
+  # writes its own (and its dead pid reported as "exited during startup"); while the dead
+  # one is an unreaped zombie, postgres itself refuses to start ("lock file already
+  # exists": kill(pid, 0) succeeds on a zombie). No live postmaster owns them: remove them.
+  local lock
+  for lock in "$d/data/postmaster.pid" "$d/.s.PGSQL.$port.lock"; do
+    stale=$(head -n1 "$lock" 2>/dev/null | tr -dc 0-9) || true
+    if [[ -n "$stale" ]] && ! alive "$stale" postgres; then
+      rm -f "$lock"
+    fi
+  done
   as_postgres "$bin/pg_ctl" -D "$d/data" -l "$d/pg.log" \
     -o "-p $port -k $d -c listen_addresses=127.0.0.1 $extra" -W start </dev/null >"$d/pg_ctl.log" 2>&1 ||
     { show_log "$name" "$d/pg_ctl.log" "$d/pg.log"; return 1; }

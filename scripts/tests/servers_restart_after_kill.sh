@@ -17,9 +17,10 @@ trap cleanup EXIT
 "$servers" start "$name"
 pid=$(cat "$dir/$name/pid")
 kill -9 "$pid"
-# Kill the rest of the process tree too, as a reboot or an OOM kill of the group would.
+# Kill the rest of the process tree too, as a reboot or an OOM kill of the group would, and
+# start again at once: the killed server may still be an unreaped zombie (PID 1 reaps it
+# when it gets to it), which kill(pid, 0) and so the server's own lock-file checks see alive.
 pkill -9 -f -- "$dir/$name" || true
-for _ in $(seq 50); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
 
 "$servers" start "$name"
 "$servers" status "$name"
