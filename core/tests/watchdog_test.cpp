@@ -102,10 +102,14 @@ TEST(Watchdog, RenewalThatKeepsFailingFiresLostWhenTheLeaseRunsOut) {
   auto backend = std::make_shared<RecordingBackend>(300ms);
   backend->outcome = spi::RenewStatus::failed;
   auto provider = spi::make_provider(backend, "recording://");
+  // Timed from before the grant: the lease (and so the signal, a 50 ms margin before its
+  // end) counts from a moment inside try_lock.
+  const auto t0 = Clock::now();
   auto l = provider->try_lock("x");
   ASSERT_TRUE(l);
-  auto took = until_true([&] { return l->lost_token().stop_requested(); }, 2s);
-  EXPECT_GE(took, 250ms);  // not before the lease could have run out
+  until_true([&] { return l->lost_token().stop_requested(); }, 2s);
+  const auto took = Clock::now() - t0;
+  EXPECT_GE(took, 250ms);  // not before the lease less the margin
   EXPECT_LE(took, 450ms);
   EXPECT_FALSE(l->held());
 }
@@ -134,11 +138,13 @@ TEST(Watchdog, KeepsAMemLockWellPastThreeLeases) {
 TEST(Watchdog, ExplicitLeaseIsNotRenewedAndFiresLostAtExpiry) {
   auto a = open("mem://explicit-lease");
   auto b = open("mem://explicit-lease");
+  const auto t0 = Clock::now();  // before the grant, as above
   auto l = a->try_lock("x", Wait::try_once(), {.lease = 200ms});
   ASSERT_TRUE(l);
   EXPECT_LE(l->expires_at() - Clock::now(), 200ms);
-  auto took = until_true([&] { return l->lost_token().stop_requested(); }, 2s);
-  EXPECT_GE(took, 150ms);
+  until_true([&] { return l->lost_token().stop_requested(); }, 2s);
+  const auto took = Clock::now() - t0;
+  EXPECT_GE(took, 150ms);  // the lease less the 50 ms margin
   EXPECT_LE(took, 400ms);
   // The holder is told a margin before the lease ends, and nobody gets the lock before it
   // has ended.
