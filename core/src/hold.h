@@ -49,6 +49,7 @@ struct HoldState {
   // renewal is in flight); max() when none is pending.
   Clock::time_point release_at = Clock::time_point::max();
   bool cleaned = false;  // the release after give-up has been queued
+  bool release_asked = false;  // the holder dropped it before the give-up planned its release
 };
 
 class Hold {

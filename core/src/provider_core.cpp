@@ -217,8 +217,10 @@ bool ProviderCore::give_up(const std::shared_ptr<HoldState>& state, Clock::time_
     if (state->ended) return false;
     state->ended = true;
   }
-  state->lock->mark_lost();
+  // Plan the release before the lost signal fires: a holder that reacts to the signal by
+  // dropping its Lease must find it pending, to run it at once (release()).
   scheduler_.release_given_up_at(state, release_at);
+  state->lock->mark_lost();
   return true;
 }
 

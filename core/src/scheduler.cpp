@@ -302,7 +302,8 @@ void Scheduler::set_client_lease(HoldState& state, milliseconds lease) {
 void Scheduler::release_given_up_at(const std::shared_ptr<HoldState>& state, Clock::time_point at) {
   {
     Lock lock(shared_->mu);
-    state->release_at = at;
+    // The holder already dropped its Lease (release() ran between the give-up and here).
+    state->release_at = state->release_asked ? Clock::now() : at;
     if (!state->watched) {  // dropped meanwhile (or never watched): watch it for the release
       shared_->entries.push_back(state);
       state->watched = true;
@@ -313,7 +314,11 @@ void Scheduler::release_given_up_at(const std::shared_ptr<HoldState>& state, Clo
 
 bool Scheduler::take_pending_release(HoldState& state) {
   Lock lock(shared_->mu);
-  if (state.release_at == Clock::time_point::max() || state.cleaned) return false;
+  if (state.cleaned) return false;
+  if (state.release_at == Clock::time_point::max()) {
+    state.release_asked = true;  // the give-up is still on its way: it releases at once
+    return false;
+  }
   state.release_at = Clock::time_point::max();
   state.cleaned = true;
   return true;

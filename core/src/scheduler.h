@@ -57,7 +57,8 @@ class Scheduler {
   // renewal of it is in flight.
   void release_given_up_at(const std::shared_ptr<HoldState>& state, Clock::time_point at);
   // Takes over a release that release_given_up_at scheduled and that has not been queued
-  // yet: returns true if there was one (the caller releases now).
+  // yet: returns true if there was one (the caller releases now). Called before that
+  // schedule exists (the give-up is still on its way), it makes the release run at once.
   bool take_pending_release(HoldState& state);
   // Wakes the timekeeper to re-plan (a backend marked a lock lost).
   void poke() noexcept;
