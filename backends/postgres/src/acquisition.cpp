@@ -1,5 +1,9 @@
 #include "acquisition.h"
 
+#include <poll.h>
+
+#include <ctime>
+
 #include "errors.h"
 #include "keys.h"
 
@@ -187,6 +191,11 @@ void PgAcquisition::send_wait() {
 
 spi::Attempt PgAcquisition::attempt() {
   if (waiter_) return from_waiter();
+  const bool first = !attempted_;
+  attempted_ = true;
+  if (first && request_.will_wait && pool_->owners.find(identity_)) {
+    if (auto a = queue_at_once()) return std::move(*a);
+  }
   spi::Attempt a = try_once();
   if (std::holds_alternative<std::shared_ptr<spi::HeldLock>>(a) || !request_.will_wait) return a;
   waiter_ = pool_->for_wait();
@@ -214,6 +223,59 @@ spi::Attempt PgAcquisition::attempt() {
   }
   pool_->poke();
   return a;
+}
+
+std::optional<spi::Attempt> PgAcquisition::queue_at_once() {
+  // Long enough for a round trip on a quiet LAN; short enough that holding the caller here
+  // delays nothing it could do meanwhile (cancellation is checked between attempts).
+  constexpr auto kAnswerWindow = std::chrono::microseconds(500);
+  if (auto known = pool_->owners.find(identity_)) {
+    index_ = known->index;
+    key_index_ = known->index;
+    key_ = known->key;
+    resolved_ = true;
+  }
+  waiter_ = pool_->for_wait();
+  if (!waiter_) return std::nullopt;
+  std::optional<Error> error;
+  bool answered = false;
+  {
+    SessionUse use(*waiter_);
+    PgConn* c = waiter_->conn();
+    if (c == nullptr) {
+      error = Error(ErrorCode::unavailable, backend_.options().where + ": wait: the connection was closed");
+    } else {
+      try {
+        send_wait();
+        const auto until = Clock::now() + kAnswerWindow;
+        bool alive = c->poll_input();
+        while (alive && !c->result_ready()) {
+          const auto left = std::chrono::duration_cast<std::chrono::nanoseconds>(until - Clock::now());
+          if (left.count() <= 0) break;
+          pollfd p{c->socket(), POLLIN, 0};
+          const timespec ts{0, static_cast<long>(left.count())};
+          if (::ppoll(&p, 1, &ts, nullptr) <= 0) break;
+          alive = c->poll_input();
+        }
+        if (!alive || c->result_ready()) {
+          waiter_->finish_wait_locked(alive);  // a lost connection: from_waiter() forgets it
+          answered = true;
+        }
+      } catch (const Error& e) {
+        error = e;
+        waiter_->close_locked();
+      }
+    }
+  }
+  if (error) {
+    auto s = std::move(waiter_);
+    pool_->wait_ended(s);
+    pool_->forget(s);
+    throw *error;
+  }
+  if (answered) return from_waiter();  // reads the result kept above (or the lost connection)
+  pool_->poke();  // the monitor watches for the answer from here on
+  return spi::Attempt{spi::Busy{}};
 }
 
 spi::Attempt PgAcquisition::from_waiter() {

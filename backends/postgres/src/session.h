@@ -11,6 +11,7 @@
 #include <set>
 
 #include "connection.h"
+#include "dlock/error.h"
 #include "dlock/spi/session_holds.h"
 
 namespace dlock::postgres {
@@ -52,6 +53,24 @@ class Session {
   std::function<void()> wake;  // the waiting acquire's wake-up
   // When the monitor read the wait's result: the session went idle on the server just before.
   std::chrono::steady_clock::time_point wait_answered_at;
+  // The wait in flight has ended (its result is ready, or `alive` is false: the connection
+  // broke): keeps its result for the acquire and marks it done. Closes the connection when
+  // there is no result; returns true then (the caller forgets the session after unlocking).
+  // REQUIRES: mu held, wait_state == in_flight.
+  bool finish_wait_locked(bool alive) noexcept {
+    wait_result.reset();
+    if (alive) {
+      try {
+        wait_result = conn_->take_result();
+      } catch (const Error&) {
+      }
+    }
+    const bool killed = !wait_result;
+    if (killed) close_locked();
+    wait_state = WaitState::done;
+    wait_answered_at = std::chrono::steady_clock::now();
+    return killed;
+  }
 
   // Pool bookkeeping, guarded by the pool's mutex (never taken while `mu` is held).
   std::set<std::int64_t> keys;  // held or being tried here: never two holds of one key

@@ -222,19 +222,7 @@ void SessionPool::check(const std::shared_ptr<Session>& s) {
     const bool alive = c.poll_input();
     if (s->wait_state == WaitState::in_flight) {
       if (alive && !c.result_ready()) return;
-      s->wait_result.reset();
-      if (alive) {
-        try {
-          s->wait_result = c.take_result();
-        } catch (const Error&) {
-        }
-      }
-      if (!s->wait_result) {
-        s->close_locked();
-        killed = true;
-      }
-      s->wait_state = WaitState::done;
-      s->wait_answered_at = std::chrono::steady_clock::now();
+      killed = s->finish_wait_locked(alive);
       wake = s->wake;
     } else if (!alive) {
       s->close_locked();
