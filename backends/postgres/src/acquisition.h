@@ -1,7 +1,8 @@
 // PgAcquisition: one acquire call in advisory mode.
 //
-// First a try (1 round trip) on a multiplexed holder session. If busy and the caller will
-// wait, a dedicated waiter session sends the blocking acquire, which sits in the server's
+// A try (1 round trip) on a multiplexed holder session; if busy and the caller will wait (or
+// at once, for a caller that will wait on a name whose key is known: queue_at_once()), a
+// dedicated waiter session sends the blocking acquire, which sits in the server's
 // lock queue (FIFO, a waiting writer keeps new readers out) for at most wait_chunk
 // (lock_timeout); the monitor thread sees its result and wakes the core, and the next
 // attempt() answers from it without a round trip. On a chunk's end (55P03) the lock may
