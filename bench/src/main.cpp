@@ -100,6 +100,11 @@ int run(const Settings& s) {
       if (handoff_floor) {
         section(report, "b", "hand-off versus floor", [&] { add_handoff_floor_ratios(*handoff_floor, report); });
       }
+#ifdef DLOCK_BENCH_MYSQL
+      if (uri.scheme == "mysql" || uri.scheme == "mariadb") {
+        section(report, "b", "GET_LOCK hand-off floor", [&] { run_mysql_handoff_floor(uri, sn, report); });
+      }
+#endif
 #ifndef DLOCK_BENCH_NO_POSTGRES
       if (uri.scheme == "postgres" || uri.scheme == "postgresql") {
         section(report, "b", "postgres native hand-off floor and peers", [&] { run_postgres_extra(uri, sn, report); });

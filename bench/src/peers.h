@@ -12,8 +12,13 @@ namespace dlock_bench {
 // Other schemes: nothing yet.
 void run_peers(const dlock::Uri& uri, const Settings& settings, Report& report);
 
-// mysql:// (floor_mysql.cpp): the GET_LOCK pair and a native blocking GET_LOCK hand-off
-// among 4 contenders (raw floors of the same run), then tooz and MySQLdb GET_LOCK peers.
+// mysql:// (floor_mysql.cpp): the GET_LOCK pair (a raw floor of the same run), then tooz
+// and MySQLdb GET_LOCK peers.
 void run_mysql_peers(const dlock::Uri& uri, const Settings& settings, Report& report);
+
+// mysql:// (floor_mysql.cpp), section (b), after dlock's contended run: a native blocking
+// GET_LOCK hand-off among settings.workers contenders, and dlock's hand-offs/s against it
+// (target >= 0.6 x).
+void run_mysql_handoff_floor(const dlock::Uri& uri, const Settings& settings, Report& report);
 
 }  // namespace dlock_bench

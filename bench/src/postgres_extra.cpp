@@ -119,16 +119,6 @@ void python_peer(const dlock::Uri& uri, const std::string& kind, const Settings&
   report.add(std::move(r));
 }
 
-std::optional<double> metric(const Report& report, const std::string& what_prefix, const std::string& key) {
-  for (const auto& row : report.rows()) {
-    if (row.what.rfind(what_prefix, 0) != 0) continue;
-    for (const auto& [k, v] : row.metrics) {
-      if (k == key) return v;
-    }
-  }
-  return std::nullopt;
-}
-
 }  // namespace
 
 void run_postgres_extra(const dlock::Uri& uri, const Settings& s, Report& report) {
@@ -140,7 +130,7 @@ void run_postgres_extra(const dlock::Uri& uri, const Settings& s, Report& report
   n.other = fmt_count(native) + " handoffs/s";
   n.metrics = {{"handoffs_per_s", native}};
   report.add(n);
-  if (auto dlock_rate = metric(report, "handoffs per second", "handoffs_per_s")) {
+  if (auto dlock_rate = report.metric_of("handoffs per second", "handoffs_per_s")) {
     Row r;
     r.section = "b";
     r.what = "dlock handoffs/s against the native floor";
@@ -155,8 +145,8 @@ void run_postgres_extra(const dlock::Uri& uri, const Settings& s, Report& report
   if (s.peers) {
     python_peer(uri, "psycopg2", s, report);
     python_peer(uri, "tooz", s, report);
-    auto dlock_p50 = metric(report, "dlock try_lock + release", "p50_us");
-    auto tooz_p50 = metric(report, "peer: tooz", "p50_us");
+    auto dlock_p50 = report.metric_of("dlock try_lock + release", "p50_us");
+    auto tooz_p50 = report.metric_of("peer: tooz", "p50_us");
     if (dlock_p50 && tooz_p50) {
       Row r;
       r.section = "a";

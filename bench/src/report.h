@@ -49,6 +49,16 @@ class Report {
   bool has_errors() const noexcept { return !errors_.empty(); }
   const std::vector<Row>& rows() const noexcept { return rows_; }
   bool has_misses() const noexcept;
+  // The figure `key` of the first row whose `what` starts with `what_prefix`, if any.
+  std::optional<double> metric_of(std::string_view what_prefix, std::string_view key) const {
+    for (const auto& row : rows_) {
+      if (!row.what.starts_with(what_prefix)) continue;
+      for (const auto& [k, v] : row.metrics) {
+        if (k == key) return v;
+      }
+    }
+    return std::nullopt;
+  }
 
   void print_markdown(std::ostream& out) const;
   void write_json(std::ostream& out) const;
