@@ -38,6 +38,7 @@ void wait_loop(const std::shared_ptr<Shared>& shared, const std::shared_ptr<Wait
                const std::string& key_hex, const std::string& name_hex, LockMode mode) {
   const auto& o = shared->options;
   auto finish = [&](Phase phase, std::shared_ptr<Connection> conn, bool keep) {
+    WaiterThreads::finishing();
     std::lock_guard lock(st->mu);
     if (phase == Phase::failed && !st->abandoned && st->wake) st->wake();
     if (!st->abandoned || phase != Phase::granted) st->phase = phase;
@@ -83,6 +84,7 @@ void wait_loop(const std::shared_ptr<Shared>& shared, const std::shared_ptr<Wait
         continue;
       }
       const std::uint64_t token = parse_token(rows, o);
+      WaiterThreads::finishing();
       std::lock_guard lock(st->mu);
       st->finished = true;
       st->cv.notify_all();

@@ -35,14 +35,28 @@ void Shared::discard(std::shared_ptr<Connection> conn) noexcept {
 
 Rows run_bounded(const Shared& shared, const std::shared_ptr<Connection>& conn, const Batch& batch) {
   if (conn->cls() == ConnClass::short_) return conn->run(batch);
-  // A long-class connection's read timeout is wait_chunk + command_timeout: run it aside.
+  // A long-class connection's read timeout is wait_chunk + command_timeout: the socket is shut
+  // down if no answer comes within command_timeout (ReadBound), and the statement runs here.
+  const auto timed_out = [&] {
+    conn->broken = true;
+    return Error(ErrorCode::unavailable, shared.options.where + ": no answer within command_timeout");
+  };
+  if (conn->fd() >= 0) {
+    const std::uint64_t id = shared.bounds.arm(conn->fd(), Clock::now() + shared.options.command_timeout);
+    try {
+      Rows rows = conn->run(batch);
+      if (shared.bounds.disarm(id)) throw timed_out();  // answered as the deadline fired
+      return rows;
+    } catch (const sql::SQLException&) {
+      if (shared.bounds.disarm(id)) throw timed_out();
+      throw;
+    }
+  }
+  // The socket is unknown: run it aside and wait at most command_timeout for it.
   auto task = std::make_shared<std::packaged_task<Rows()>>([conn, batch] { return conn->run(batch); });
   auto result = task->get_future();
   std::thread([task] { (*task)(); }).detach();
-  if (result.wait_for(shared.options.command_timeout) != std::future_status::ready) {
-    conn->broken = true;
-    throw Error(ErrorCode::unavailable, shared.options.where + ": no answer within command_timeout");
-  }
+  if (result.wait_for(shared.options.command_timeout) != std::future_status::ready) throw timed_out();
   return result.get();
 }
 

@@ -12,6 +12,7 @@
 #include "fd_monitor.h"
 #include "options.h"
 #include "pool.h"
+#include "read_bound.h"
 #include "waiter_threads.h"
 
 namespace dlock::mysql {
@@ -23,6 +24,7 @@ struct Shared {
   Pool pool;
   FdMonitor monitor;
   WaiterThreads waiters;
+  mutable ReadBound bounds;  // run_bounded()'s deadlines
 
   // The server-side end of a session that answered a request sent at `sent`:
   // sent + S - (1 % of S + 2 ms), the same drift allowance as backends/redis.
@@ -86,9 +88,10 @@ std::shared_ptr<RowHeldLock> pin_hold(const std::shared_ptr<Shared>& shared,
                                       const spi::AttemptRequest& request, std::uint64_t token,
                                       std::chrono::steady_clock::time_point sent);
 
-// Runs `batch` on `conn` within command_timeout: inline on a short-class connection (its read
-// timeout bounds it), on a helper thread for a long-class one. On timeout the connection is
-// marked broken and Error(unavailable) thrown. Throws sql::SQLException from the server.
+// Runs `batch` on `conn` within command_timeout, on the caller's thread: a short-class
+// connection's read timeout bounds it; a long-class one's socket is shut down at the deadline
+// (ReadBound; a helper thread if its socket is unknown). On timeout the connection is marked
+// broken and Error(unavailable) thrown. Throws sql::SQLException from the server.
 Rows run_bounded(const Shared& shared, const std::shared_ptr<Connection>& conn, const Batch& batch);
 
 }  // namespace dlock::mysql

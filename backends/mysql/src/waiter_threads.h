@@ -28,6 +28,14 @@ class WaiterThreads {
   // on that thread before it parks again. Throws std::system_error when no thread starts.
   void run(std::function<void()> job);
 
+  // Called by a job on its thread when all that is left of it is short and never blocks
+  // (it is about to hand its result over): the thread counts as parked from now on, so a
+  // run() that follows queues to it instead of starting a thread. (Handing the result over
+  // wakes the caller, which often runs before this thread parks and asks for the next wait
+  // at once: without this, nearly every contended acquire started a thread.) Does nothing
+  // off a waiter thread or when called twice.
+  static void finishing();
+
   // Threads parked now (for tests).
   std::size_t idle() const;
 

@@ -156,3 +156,42 @@ TEST_F(MysqlServerFaultsTest, WaitChunksShorterThanTheWaitRequeueWithoutAFalseGr
 
 }  // namespace
 }  // namespace dlock::mysql::test
+
+namespace dlock::mysql::test {
+namespace {
+
+// A hold granted by a wait lives on a long-class connection, whose read timeout is
+// wait_chunk + command_timeout. Its release still answers within about command_timeout when
+// the server stops answering (SIGSTOP): the socket is shut down at the deadline (ReadBound).
+TEST_F(MysqlServerFaultsTest, ReleaseOfAWaitGrantedHoldIsBoundedWhenTheServerStalls) {
+  const pid_t server = mariadbd_pid();
+  ASSERT_GT(server, 0) << "no mariadbd pid from servers.sh status";
+  auto holder = dlock::open(db_->uri("session_timeout=10s"));
+  auto p = dlock::open(db_->uri("session_timeout=10s&command_timeout=500ms&wait_chunk=20s"));
+  auto first = holder->try_lock("stall-release", Wait::try_once());
+  ASSERT_TRUE(first);
+  std::optional<Lease> granted;
+  std::thread waiter([&] { granted = p->try_lock("stall-release", Wait::for_duration(10s)); });
+  std::this_thread::sleep_for(200ms);  // the waiter queues in InnoDB
+  EXPECT_TRUE(first->release());
+  waiter.join();
+  ASSERT_TRUE(granted.has_value()) << "the waiter was not granted";
+  ASSERT_EQ(::kill(server, SIGSTOP), 0);
+  const auto t0 = Clock::now();
+  bool released = false;
+  try {
+    released = granted->release();
+  } catch (const Error&) {
+  }
+  const auto took = Clock::now() - t0;
+  ::kill(server, SIGCONT);
+  static_cast<void>(released);  // either answer is honest: the connection was dropped
+  EXPECT_LT(took, 2500ms) << "release waited for the long read timeout (20.5 s)";
+  EXPECT_GE(took, 400ms) << "the server answered although it was stopped";
+  // Dropping the connection ended the transaction: the name is free again.
+  auto again = holder->try_lock("stall-release", Wait::for_duration(5s));
+  EXPECT_TRUE(again);
+}
+
+}  // namespace
+}  // namespace dlock::mysql::test

@@ -237,6 +237,39 @@ TEST(MysqlWaiterThreads, AFinishedWaitsThreadTakesTheNextWait) {
   EXPECT_EQ(ran[0], ran[1]) << "a second thread was started while one was parked";
 }
 
+// A granted wait wakes its caller, which often runs before the wait's thread has parked and
+// asks for its next wait at once: the finishing thread takes it (a thread was started for
+// nearly every contended acquire: 13,046 thread starts in 5 s of the bench's hand-offs).
+TEST(MysqlWaiterThreads, AFinishingThreadTakesTheNextWait) {
+  WaiterThreads threads(std::chrono::seconds(5));
+  std::mutex mu;
+  std::condition_variable cv;
+  std::vector<std::thread::id> ran;
+  bool handed_over = false;
+  threads.run([&] {
+    WaiterThreads::finishing();
+    {
+      std::lock_guard lock(mu);
+      ran.push_back(std::this_thread::get_id());
+      handed_over = true;
+      cv.notify_all();
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));  // preempted before parking
+  });
+  {
+    std::unique_lock lock(mu);
+    ASSERT_TRUE(cv.wait_for(lock, std::chrono::seconds(5), [&] { return handed_over; }));
+  }
+  threads.run([&] {
+    std::lock_guard lock(mu);
+    ran.push_back(std::this_thread::get_id());
+    cv.notify_all();
+  });
+  std::unique_lock lock(mu);
+  ASSERT_TRUE(cv.wait_for(lock, std::chrono::seconds(5), [&] { return ran.size() == 2; }));
+  EXPECT_EQ(ran[0], ran[1]) << "a thread was started while the finishing one was about to park";
+}
+
 TEST(MysqlWaiterThreads, ParkedThreadsExitWhenIdle) {
   WaiterThreads threads(std::chrono::milliseconds(20));
   std::atomic<bool> done{false};

@@ -1,0 +1,65 @@
+#include "read_bound.h"
+
+#include <sys/socket.h>
+
+#include <algorithm>
+
+namespace dlock::mysql {
+
+ReadBound::ReadBound() : thread_([this] { run(); }) {}
+
+ReadBound::~ReadBound() {
+  {
+    std::lock_guard lock(mu_);
+    stop_ = true;
+  }
+  cv_.notify_all();
+  thread_.join();
+}
+
+std::uint64_t ReadBound::arm(int fd, Clock::time_point deadline) {
+  bool sooner = false;
+  std::uint64_t id = 0;
+  {
+    std::lock_guard lock(mu_);
+    id = next_id_++;
+    armed_.emplace(id, Entry{fd, deadline});
+    sooner = deadline < wake_at_;
+  }
+  if (sooner) cv_.notify_all();
+  return id;
+}
+
+bool ReadBound::disarm(std::uint64_t id) {
+  std::lock_guard lock(mu_);
+  armed_.erase(id);
+  return fired_.erase(id) > 0;
+}
+
+void ReadBound::run() {
+  std::unique_lock lock(mu_);
+  while (!stop_) {
+    const auto now = Clock::now();
+    Clock::time_point next = Clock::time_point::max();
+    for (auto it = armed_.begin(); it != armed_.end();) {
+      if (it->second.deadline <= now) {
+        ::shutdown(it->second.fd, SHUT_RDWR);  // the blocked read fails at once
+        fired_[it->first] = true;
+        it = armed_.erase(it);
+      } else {
+        next = std::min(next, it->second.deadline);
+        ++it;
+      }
+    }
+    wake_at_ = next;
+    // Disarmed entries leave the plan as it is: the next wake-up re-plans. In a steady stream
+    // of statements each deadline is later than the planned one, so arming wakes nobody.
+    if (next == Clock::time_point::max()) {
+      cv_.wait(lock);
+    } else {
+      cv_.wait_until(lock, next);
+    }
+  }
+}
+
+}  // namespace dlock::mysql
