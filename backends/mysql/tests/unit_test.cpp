@@ -2,6 +2,8 @@
 // socket discovery by arrival, parked waiter threads.
 // No server needed.
 #include <gtest/gtest.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
 #include <atomic>
 #include <condition_variable>
@@ -15,6 +17,7 @@
 #include "keys.h"
 #include "lease_sql.h"
 #include "options.h"
+#include "read_bound.h"
 #include "socket_fd.h"
 #include "sql.h"
 #include "waiter_threads.h"
@@ -213,6 +216,27 @@ TEST(MysqlSocketFd, TheNewSocketIsTheOneThatArrivedUnclaimed) {
   EXPECT_EQ(new_socket_fd(before, {{3, 10}, {4, 11}, {7, 12}, {8, 13}}), -1);
   // Nothing arrived.
   EXPECT_EQ(new_socket_fd(before, before), -1);
+}
+
+// A read blocked past its deadline fails at once (the socket is shut down); a statement that
+// answered first is never touched.
+TEST(MysqlReadBound, ShutsABlockedReadDownAtItsDeadlineOnly) {
+  ReadBound bound;
+  int fds[2];
+  ASSERT_EQ(::socketpair(AF_UNIX, SOCK_STREAM, 0, fds), 0);
+  const auto early = bound.arm(fds[0], std::chrono::steady_clock::now() + std::chrono::seconds(5));
+  EXPECT_FALSE(bound.disarm(early));
+  const auto t0 = std::chrono::steady_clock::now();
+  const auto id = bound.arm(fds[0], t0 + std::chrono::milliseconds(50));
+  char c = 0;
+  EXPECT_EQ(::recv(fds[0], &c, 1, 0), 0) << "the blocked read was not ended";
+  const auto took = std::chrono::steady_clock::now() - t0;
+  EXPECT_GE(took, std::chrono::milliseconds(45));
+  EXPECT_LT(took, std::chrono::seconds(2));
+  EXPECT_TRUE(bound.disarm(id));
+  EXPECT_FALSE(bound.disarm(id));
+  ::close(fds[0]);
+  ::close(fds[1]);
 }
 
 TEST(MysqlWaiterThreads, AFinishedWaitsThreadTakesTheNextWait) {
