@@ -24,9 +24,10 @@ FdMonitor::~FdMonitor() {
   }
 }
 
-std::uint64_t FdMonitor::watch(int fd, std::function<void()> on_hangup) {
-  if (!thread_.joinable()) return 0;
+bool FdMonitor::watch(int fd, std::function<void()> on_hangup) {
+  if (!thread_.joinable()) return false;
   std::lock_guard lock(mu_);
+  std::erase_if(entries_, [fd](const auto& e) { return e.second.fd == fd; });
   const std::uint64_t id = next_id_++;
   epoll_event ev{};
   ev.events = EPOLLRDHUP;  // EPOLLHUP and EPOLLERR are always reported
@@ -34,18 +35,9 @@ std::uint64_t FdMonitor::watch(int fd, std::function<void()> on_hangup) {
   entries_.emplace(id, Entry{fd, std::move(on_hangup)});
   if (::epoll_ctl(epoll_fd_.get(), EPOLL_CTL_ADD, fd, &ev) != 0) {
     entries_.erase(id);
-    return 0;
+    return false;
   }
-  return id;
-}
-
-void FdMonitor::unwatch(std::uint64_t id) noexcept {
-  if (id == 0) return;
-  std::lock_guard lock(mu_);
-  auto it = entries_.find(id);
-  if (it == entries_.end()) return;
-  ::epoll_ctl(epoll_fd_.get(), EPOLL_CTL_DEL, it->second.fd, nullptr);
-  entries_.erase(it);
+  return true;
 }
 
 void FdMonitor::run() {

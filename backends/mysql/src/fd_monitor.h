@@ -1,8 +1,9 @@
-// Watches the sockets of pinned connections for hang-up (EPOLLRDHUP), so a KILL CONNECTION or
+// Watches the sockets of lock connections for hang-up (EPOLLRDHUP), so a KILL CONNECTION or
 // a server restart reaches the holder within milliseconds instead of at the next probe
 // (brief §1.1). It only polls: it never reads, so it never disturbs Connector/C++.
-// watch/unwatch are epoll_ctl calls from the caller's thread: they do not wake the monitor
-// thread, which costs nothing on the acquire/release path.
+// Each connection is watched once, for its lifetime (Pool): no system call on the acquire
+// and release path. A closed socket leaves epoll's interest list by itself (the kernel drops
+// it with the last reference to the socket), so nothing is unwatched by hand.
 #pragma once
 
 #include <cstdint>
@@ -24,12 +25,11 @@ class FdMonitor {
   FdMonitor& operator=(const FdMonitor&) = delete;
 
   // Calls `on_hangup` once (from the monitor thread) when `fd` reports EPOLLRDHUP, EPOLLHUP
-  // or EPOLLERR. Returns an id for unwatch (0 if the fd could not be watched: then only
-  // probes notice). REQUIRES: fd stays open until unwatch returns.
-  std::uint64_t watch(int fd, std::function<void()> on_hangup);
-  // Stops watching; after it returns the callback is not started any more (a call already
-  // running may finish). Unknown ids are ignored.
-  void unwatch(std::uint64_t id) noexcept;
+  // or EPOLLERR. False if the fd could not be watched (then only probes notice). An earlier
+  // watch of the same fd number is forgotten: that socket was closed, or the number would
+  // not have been handed out again. The callback must not outlive what it refers to by
+  // itself (hold a weak_ptr): it may run until that socket is closed.
+  bool watch(int fd, std::function<void()> on_hangup);
 
  private:
   void run();

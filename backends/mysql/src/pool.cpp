@@ -4,8 +4,8 @@
 
 namespace dlock::mysql {
 
-Pool::Pool(const MysqlOptions& options)
-    : options_(options), slots_(std::make_shared<Slots>(options.pool)) {}
+Pool::Pool(const MysqlOptions& options, FdMonitor* monitor)
+    : options_(options), monitor_(monitor), slots_(std::make_shared<Slots>(options.pool)) {}
 
 std::shared_ptr<Connection> Pool::pop_idle(ConnClass cls) {
   const auto now = std::chrono::steady_clock::now();
@@ -48,7 +48,17 @@ std::shared_ptr<Connection> Pool::get(ConnClass cls) {
                     " connections are open (each hold and each waiter pins one); raise pool= "
                     "or release locks");
   }
-  return Connection::open(options_, cls, slots_, &behind_proxy_);
+  std::shared_ptr<Connection> conn = Connection::open(options_, cls, slots_, &behind_proxy_);
+  if (monitor_ != nullptr && conn->fd() >= 0) {
+    std::weak_ptr<Connection> weak = conn;
+    monitor_->watch(conn->fd(), [weak] {
+      if (auto c = weak.lock()) {
+        c->broken = true;
+        c->holds.mark_all_lost();
+      }
+    });
+  }
+  return conn;
 }
 
 void Pool::put(std::shared_ptr<Connection> conn) noexcept {

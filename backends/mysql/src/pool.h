@@ -9,13 +9,16 @@
 #include <vector>
 
 #include "connection.h"
+#include "fd_monitor.h"
 #include "options.h"
 
 namespace dlock::mysql {
 
 class Pool {
  public:
-  explicit Pool(const MysqlOptions& options);
+  // `monitor`, if given, watches every connection this pool opens for hang-up: it marks the
+  // connection broken and its pinned holds lost. It must outlive the pool.
+  explicit Pool(const MysqlOptions& options, FdMonitor* monitor = nullptr);
 
   // An idle connection of class `cls` (dropping those idle for idle_limit() or more: the
   // server's wait_timeout would end them), or a new one. Waits up to command_timeout for a slot
@@ -31,6 +34,7 @@ class Pool {
   bool drop_one_idle();
 
   const MysqlOptions& options_;
+  FdMonitor* const monitor_;
   std::shared_ptr<Slots> slots_;
   std::atomic<bool> behind_proxy_{false};  // see Connection::open
   std::mutex mu_;

@@ -77,7 +77,6 @@ std::shared_ptr<Connection> RowHeldLock::take_connection() noexcept {
     std::lock_guard lock(mu_);
     c = std::move(conn_);
   }
-  if (c && watch_id_ != 0) shared_->monitor.unwatch(watch_id_);
   return c;
 }
 
@@ -94,16 +93,7 @@ std::shared_ptr<RowHeldLock> pin_hold(const std::shared_ptr<Shared>& shared,
   auto hold = std::make_shared<RowHeldLock>(std::string(request.name), request.mode,
                                             std::string(request.owner_key), token,
                                             shared->expiry_from(sent), shared, std::move(conn));
-  c->holds.add(hold);
-  if (c->fd() >= 0) {
-    std::weak_ptr<Connection> weak = hold->connection();
-    hold->set_watch(shared->monitor.watch(c->fd(), [weak] {
-      if (auto pinned = weak.lock()) {
-        pinned->broken = true;
-        pinned->holds.mark_all_lost();
-      }
-    }));
-  }
+  c->holds.add(hold);  // the pool's hang-up watch of the connection reaches it from here on
   return hold;
 }
 

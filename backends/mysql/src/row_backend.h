@@ -19,10 +19,10 @@ namespace dlock::mysql {
 
 // What outlives the backend object while background clean-up still runs.
 struct Shared {
-  explicit Shared(MysqlOptions o) : options(std::move(o)), pool(options) {}
+  explicit Shared(MysqlOptions o) : options(std::move(o)), pool(options, &monitor) {}
   const MysqlOptions options;
+  FdMonitor monitor;  // constructed before the pool, which watches its connections with it
   Pool pool;
-  FdMonitor monitor;
   WaiterThreads waiters;
   mutable ReadBound bounds;  // run_bounded()'s deadlines
 
@@ -45,14 +45,11 @@ class RowHeldLock : public spi::HeldLock {
   // The pinned connection, taken out for release (null once taken).
   std::shared_ptr<Connection> take_connection() noexcept;
   std::shared_ptr<Connection> connection() const noexcept;
-  void set_watch(std::uint64_t id) noexcept { watch_id_ = id; }
-  std::uint64_t watch() const noexcept { return watch_id_; }
 
  private:
   std::shared_ptr<Shared> shared_;
   mutable std::mutex mu_;
   std::shared_ptr<Connection> conn_;  // guarded by mu_
-  std::uint64_t watch_id_ = 0;
 };
 
 // Thread safety: every method may be called concurrently.
