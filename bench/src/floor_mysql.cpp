@@ -237,19 +237,7 @@ void run_mysql_peers(const dlock::Uri& uri, const Settings& settings, Report& re
   run_mysql_native(uri, settings, report);
   python_peer(uri, "tooz", "tooz (mysql driver)", settings, report);
   python_peer(uri, "mysqldb", "MySQLdb GET_LOCK", settings, report);
-  auto dlock_p50 = report.metric_of("dlock try_lock + release", "p50_us");
-  auto tooz_p50 = report.metric_of("peer: tooz", "p50_us");
-  if (dlock_p50 && tooz_p50) {
-    Row r;
-    r.section = "a";
-    r.what = "dlock against tooz (uncontended p50)";
-    const double ratio = *tooz_p50 / *dlock_p50;
-    r.target = ">= 5 x faster than tooz";
-    r.versus = fmt_fixed(ratio, 1) + " x faster";
-    r.verdict = ratio >= 5 ? Verdict::pass : Verdict::miss;
-    r.metrics = {{"speedup_vs_tooz", ratio}};
-    report.add(std::move(r));
-  }
+  add_speedup_row(report, "peer: tooz", "tooz", 5);
 }
 
 }  // namespace dlock_bench

@@ -143,4 +143,19 @@ void Report::write_json(std::ostream& out) const {
   out << "]\n}\n";
 }
 
+void add_speedup_row(Report& report, std::string_view peer_what, std::string_view peer_name, double at_least) {
+  auto dlock_p50 = report.metric_of("dlock try_lock + release", "p50_us");
+  auto peer_p50 = report.metric_of(peer_what, "p50_us");
+  if (!dlock_p50 || !peer_p50 || *dlock_p50 <= 0) return;
+  Row r;
+  r.section = "a";
+  r.what = "dlock against " + std::string(peer_name) + " (uncontended p50)";
+  const double ratio = *peer_p50 / *dlock_p50;
+  r.target = ">= " + fmt_fixed(at_least, 0) + " x faster than " + std::string(peer_name);
+  r.versus = fmt_fixed(ratio, 1) + " x faster";
+  r.verdict = ratio >= at_least ? Verdict::pass : Verdict::miss;
+  r.metrics = {{"speedup_vs_" + std::string(peer_name), ratio}};
+  report.add(std::move(r));
+}
+
 }  // namespace dlock_bench

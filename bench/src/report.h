@@ -73,6 +73,11 @@ class Report {
   std::vector<std::string> notes_;
 };
 
+// Adds "dlock against <peer> (uncontended p50)": the p50 of the row starting with
+// `peer_what` over dlock's try_lock + release p50, with a target of `at_least` times faster.
+// Adds nothing when either row is missing.
+void add_speedup_row(Report& report, std::string_view peer_what, std::string_view peer_name, double at_least);
+
 // "12.3", "1,234", for tables.
 std::string fmt_us(double us);
 std::string fmt_count(double n);
