@@ -201,14 +201,38 @@ spi::Attempt PgAcquisition::attempt() {
   waiter_ = pool_->for_wait();
   pool_full_ = waiter_ == nullptr;
   if (pool_full_) return a;  // no session to wait on: the core polls (fallback_poll)
+  start_wait(std::chrono::microseconds(0));
+  pool_->poke();
+  return a;
+}
+
+bool PgAcquisition::start_wait(std::chrono::microseconds window) {
   std::optional<Error> error;
+  bool answered = false;
   {
     SessionUse use(*waiter_);
-    if (waiter_->conn() == nullptr) {
+    PgConn* c = waiter_->conn();
+    if (c == nullptr) {
       error = Error(ErrorCode::unavailable, backend_.options().where + ": wait: the connection was closed");
     } else {
       try {
         send_wait();
+        if (window.count() > 0) {
+          const auto until = Clock::now() + window;
+          bool alive = c->poll_input();
+          while (alive && !c->result_ready()) {
+            const auto left = std::chrono::duration_cast<std::chrono::nanoseconds>(until - Clock::now());
+            if (left.count() <= 0) break;
+            pollfd p{c->socket(), POLLIN, 0};
+            const timespec ts{0, static_cast<long>(left.count())};
+            if (::ppoll(&p, 1, &ts, nullptr) <= 0) break;
+            alive = c->poll_input();
+          }
+          if (!alive || c->result_ready()) {
+            waiter_->finish_wait_locked(alive);  // a lost connection: from_waiter() forgets it
+            answered = true;
+          }
+        }
       } catch (const Error& e) {
         error = e;
         waiter_->close_locked();
@@ -221,8 +245,7 @@ spi::Attempt PgAcquisition::attempt() {
     pool_->forget(s);
     throw *error;
   }
-  pool_->poke();
-  return a;
+  return answered;
 }
 
 std::optional<spi::Attempt> PgAcquisition::queue_at_once() {
@@ -237,43 +260,7 @@ std::optional<spi::Attempt> PgAcquisition::queue_at_once() {
   }
   waiter_ = pool_->for_wait();
   if (!waiter_) return std::nullopt;
-  std::optional<Error> error;
-  bool answered = false;
-  {
-    SessionUse use(*waiter_);
-    PgConn* c = waiter_->conn();
-    if (c == nullptr) {
-      error = Error(ErrorCode::unavailable, backend_.options().where + ": wait: the connection was closed");
-    } else {
-      try {
-        send_wait();
-        const auto until = Clock::now() + kAnswerWindow;
-        bool alive = c->poll_input();
-        while (alive && !c->result_ready()) {
-          const auto left = std::chrono::duration_cast<std::chrono::nanoseconds>(until - Clock::now());
-          if (left.count() <= 0) break;
-          pollfd p{c->socket(), POLLIN, 0};
-          const timespec ts{0, static_cast<long>(left.count())};
-          if (::ppoll(&p, 1, &ts, nullptr) <= 0) break;
-          alive = c->poll_input();
-        }
-        if (!alive || c->result_ready()) {
-          waiter_->finish_wait_locked(alive);  // a lost connection: from_waiter() forgets it
-          answered = true;
-        }
-      } catch (const Error& e) {
-        error = e;
-        waiter_->close_locked();
-      }
-    }
-  }
-  if (error) {
-    auto s = std::move(waiter_);
-    pool_->wait_ended(s);
-    pool_->forget(s);
-    throw *error;
-  }
-  if (answered) return from_waiter();  // reads the result kept above (or the lost connection)
+  if (start_wait(kAnswerWindow)) return from_waiter();  // reads the answer kept there
   pool_->poke();  // the monitor watches for the answer from here on
   return spi::Attempt{spi::Busy{}};
 }

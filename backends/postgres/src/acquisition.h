@@ -45,6 +45,10 @@ class PgAcquisition : public spi::Acquisition {
   spi::Attempt try_once();
   // Sends the blocking acquire on waiter_ (REQUIRES: waiter_->mu held).
   void send_wait();
+  // Sends the blocking acquire on waiter_ (taken from the pool by the caller) and reads its
+  // answer here if it comes within `window` (0: never). True if it came (or the connection
+  // ended): from_waiter() takes it. A send that fails drops the session and throws.
+  bool start_wait(std::chrono::microseconds window);
   // A caller who will wait, on a name whose key this process knows: the blocking acquire
   // goes to the server's queue at once, without a try first (one round trip less on every
   // contended acquire; a free lock is granted by that same statement). An answer within
