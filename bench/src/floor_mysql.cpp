@@ -212,25 +212,10 @@ void run_mysql_handoff_floor(const dlock::Uri& uri, const Settings& settings, Re
   for (auto& t : threads) t.join();
   const double secs = static_cast<double>(mono_ns() - t0) / 1e9;
   const double native = static_cast<double>(handoffs.load()) / secs;
-  Row n;
-  n.section = "b";
-  n.what = "floor: native blocking GET_LOCK hand-off, " + std::to_string(workers) +
-           " contenders (threads, own connections)";
-  n.other = fmt_count(native) + " handoffs/s";
-  n.metrics = {{"handoffs_per_s", native}};
-  report.add(std::move(n));
-  if (auto dlock_rate = report.metric_of("handoffs per second", "handoffs_per_s")) {
-    Row r;
-    r.section = "b";
-    r.what = "dlock handoffs/s against the native GET_LOCK floor";
-    const double ratio = native > 0 ? *dlock_rate / native : 0;
-    r.other = fmt_count(*dlock_rate) + " vs " + fmt_count(native) + " handoffs/s";
-    r.target = ">= 0.6 x native floor";
-    r.versus = fmt_fixed(ratio, 2) + " x";
-    r.verdict = ratio >= 0.6 ? Verdict::pass : Verdict::miss;
-    r.metrics = {{"ratio_to_native", ratio}};
-    report.add(std::move(r));
-  }
+  add_native_handoff_rows(report,
+                          "floor: native blocking GET_LOCK hand-off, " + std::to_string(workers) +
+                              " contenders (threads, own connections)",
+                          native, 0.6);
 }
 
 void run_mysql_peers(const dlock::Uri& uri, const Settings& settings, Report& report) {

@@ -124,24 +124,8 @@ void python_peer(const dlock::Uri& uri, const std::string& kind, const Settings&
 void run_postgres_extra(const dlock::Uri& uri, const Settings& s, Report& report) {
   const auto window = s.contended;
   const double native = native_handoffs(uri, s.workers, window);
-  Row n;
-  n.section = "b";
-  n.what = "floor: native pg_advisory_lock hand-off, " + std::to_string(s.workers) + " processes";
-  n.other = fmt_count(native) + " handoffs/s";
-  n.metrics = {{"handoffs_per_s", native}};
-  report.add(n);
-  if (auto dlock_rate = report.metric_of("handoffs per second", "handoffs_per_s")) {
-    Row r;
-    r.section = "b";
-    r.what = "dlock handoffs/s against the native floor";
-    const double ratio = native > 0 ? *dlock_rate / native : 0;
-    r.other = fmt_count(*dlock_rate) + " vs " + fmt_count(native) + " handoffs/s";
-    r.target = ">= 0.6 x native floor";
-    r.versus = fmt_fixed(ratio, 2) + " x";
-    r.verdict = ratio >= 0.6 ? Verdict::pass : Verdict::miss;
-    r.metrics = {{"ratio_to_native", ratio}};
-    report.add(std::move(r));
-  }
+  add_native_handoff_rows(
+      report, "floor: native pg_advisory_lock hand-off, " + std::to_string(s.workers) + " processes", native, 0.6);
   if (s.peers) {
     python_peer(uri, "psycopg2", s, report);
     python_peer(uri, "tooz", s, report);

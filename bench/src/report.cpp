@@ -143,6 +143,27 @@ void Report::write_json(std::ostream& out) const {
   out << "]\n}\n";
 }
 
+void add_native_handoff_rows(Report& report, std::string floor_what, double native, double at_least) {
+  Row n;
+  n.section = "b";
+  n.what = std::move(floor_what);
+  n.other = fmt_count(native) + " handoffs/s";
+  n.metrics = {{"handoffs_per_s", native}};
+  report.add(std::move(n));
+  auto dlock_rate = report.metric_of("handoffs per second", "handoffs_per_s");
+  if (!dlock_rate) return;
+  Row r;
+  r.section = "b";
+  r.what = "dlock handoffs/s against the native floor";
+  const double ratio = native > 0 ? *dlock_rate / native : 0;
+  r.other = fmt_count(*dlock_rate) + " vs " + fmt_count(native) + " handoffs/s";
+  r.target = ">= " + fmt_fixed(at_least, 1) + " x native floor";
+  r.versus = fmt_fixed(ratio, 2) + " x";
+  r.verdict = ratio >= at_least ? Verdict::pass : Verdict::miss;
+  r.metrics = {{"ratio_to_native", ratio}};
+  report.add(std::move(r));
+}
+
 void add_speedup_row(Report& report, std::string_view peer_what, std::string_view peer_name, double at_least) {
   auto dlock_p50 = report.metric_of("dlock try_lock + release", "p50_us");
   auto peer_p50 = report.metric_of(peer_what, "p50_us");

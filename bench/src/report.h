@@ -73,6 +73,11 @@ class Report {
   std::vector<std::string> notes_;
 };
 
+// Adds the row `floor_what` (a native hand-off floor: `native` handoffs/s), then "dlock
+// handoffs/s against the native floor" with a target of `at_least` times the floor, when
+// the run has dlock's "handoffs per second" row.
+void add_native_handoff_rows(Report& report, std::string floor_what, double native, double at_least);
+
 // Adds "dlock against <peer> (uncontended p50)": the p50 of the row starting with
 // `peer_what` over dlock's try_lock + release p50, with a target of `at_least` times faster.
 // Adds nothing when either row is missing.
