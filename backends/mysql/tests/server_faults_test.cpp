@@ -3,11 +3,13 @@
 // whose innodb_lock_wait_timeout is shorter than a dlock wait must neither end the wait early
 // nor report a grant while the lock is held.
 #include <gtest/gtest.h>
+#include <dirent.h>
 #include <signal.h>
 
 #include <atomic>
 #include <cstdio>
 #include <cstdlib>
+#include <fstream>
 #include <optional>
 #include <string>
 #include <thread>
@@ -160,6 +162,32 @@ TEST_F(MysqlServerFaultsTest, WaitChunksShorterThanTheWaitRequeueWithoutAFalseGr
 namespace dlock::mysql::test {
 namespace {
 
+// Whether every thread of `pid` is in the stopped state ('T'), waiting up to `limit`.
+bool all_threads_stopped(pid_t pid, std::chrono::milliseconds limit) {
+  const auto until = Clock::now() + limit;
+  const std::string tasks = "/proc/" + std::to_string(pid) + "/task";
+  do {
+    bool all = true;
+    int seen = 0;
+    if (DIR* dir = ::opendir(tasks.c_str())) {
+      while (dirent* e = ::readdir(dir)) {
+        if (e->d_name[0] == '.') continue;
+        std::ifstream stat(tasks + "/" + e->d_name + "/stat");
+        std::string line;
+        std::getline(stat, line);
+        const auto paren = line.rfind(')');
+        if (paren == std::string::npos || paren + 2 >= line.size()) continue;  // thread gone
+        ++seen;
+        if (line[paren + 2] != 'T' && line[paren + 2] != 't') all = false;
+      }
+      ::closedir(dir);
+    }
+    if (all && seen > 0) return true;
+    std::this_thread::sleep_for(1ms);
+  } while (Clock::now() < until);
+  return false;
+}
+
 // A hold granted by a wait lives on a long-class connection, whose read timeout is
 // wait_chunk + command_timeout. Its release still answers within about command_timeout when
 // the server stops answering (SIGSTOP): the socket is shut down at the deadline (ReadBound).
@@ -176,16 +204,21 @@ TEST_F(MysqlServerFaultsTest, ReleaseOfAWaitGrantedHoldIsBoundedWhenTheServerSta
   EXPECT_TRUE(first->release());
   waiter.join();
   ASSERT_TRUE(granted.has_value()) << "the waiter was not granted";
+  ASSERT_FALSE(granted->lost_token().stop_requested());
   ASSERT_EQ(::kill(server, SIGSTOP), 0);
+  struct Resume {
+    pid_t pid;
+    ~Resume() { ::kill(pid, SIGCONT); }  // also when an assertion below returns early
+  } resume{server};
+  // kill() returns before every thread has stopped: one may still answer a statement.
+  ASSERT_TRUE(all_threads_stopped(server, 2s)) << "mariadbd did not stop";
   const auto t0 = Clock::now();
-  bool released = false;
   try {
-    released = granted->release();
+    static_cast<void>(granted->release());  // either answer is honest: the connection is dropped
   } catch (const Error&) {
   }
   const auto took = Clock::now() - t0;
   ::kill(server, SIGCONT);
-  static_cast<void>(released);  // either answer is honest: the connection was dropped
   EXPECT_LT(took, 2500ms) << "release waited for the long read timeout (20.5 s)";
   EXPECT_GE(took, 400ms) << "the server answered although it was stopped";
   // Dropping the connection ended the transaction: the name is free again.
