@@ -218,7 +218,11 @@ bool ProviderCore::give_up(const std::shared_ptr<HoldState>& state, Clock::time_
     state->ended = true;
   }
   // Plan the release before the lost signal fires: a holder that reacts to the signal by
-  // dropping its Lease must find it pending, to run it at once (release()).
+  // dropping its Lease must find it pending, to run it at once (release()). The planned
+  // release still cannot free the lock before the signal fires: only the scheduler's worker
+  // runs it, queued by the timekeeper, and a give-up on either of those threads fires the
+  // signal before it returns. (A give-up from extend() on a caller's thread follows a
+  // not_held answer: the lock is gone already.)
   scheduler_.release_given_up_at(state, release_at);
   state->lock->mark_lost();
   return true;
