@@ -67,16 +67,19 @@ bool PgAcquisition::unlock_locked(Session& s, std::int64_t key) noexcept {
   return false;
 }
 
+bool PgAcquisition::adopt_known_key() {
+  auto known = pool_->owners.find(identity_);
+  if (!known) return false;
+  index_ = known->index;
+  key_index_ = known->index;
+  key_ = known->key;
+  resolved_ = true;
+  return true;
+}
+
 void PgAcquisition::resolve_key_locked(Session& s) {
-  if (resolved_) return;
+  if (resolved_ || adopt_known_key()) return;
   auto& owners = pool_->owners;
-  if (auto known = owners.find(identity_)) {
-    index_ = known->index;
-    key_index_ = known->index;
-    key_ = known->key;
-    resolved_ = true;
-    return;
-  }
   const auto& o = backend_.options();
   PgConn* c = s.conn();
   // A NULL answer means a concurrent claim committed after the statement's snapshot: the
@@ -103,14 +106,7 @@ spi::Attempt PgAcquisition::try_once() {
   const auto& o = backend_.options();
   bool retried = false;
   while (true) {
-    if (!resolved_) {
-      if (auto known = pool_->owners.find(identity_)) {
-        index_ = known->index;
-        key_index_ = known->index;
-        key_ = known->key;
-        resolved_ = true;
-      }
-    }
+    if (!resolved_) adopt_known_key();
     const std::int64_t k = key();
     auto s = pool_->for_try(k);
     enum { busy, granted, collision, failed } outcome = failed;
@@ -193,7 +189,7 @@ spi::Attempt PgAcquisition::attempt() {
   if (waiter_) return from_waiter();
   const bool first = !attempted_;
   attempted_ = true;
-  if (first && request_.will_wait && pool_->owners.find(identity_)) {
+  if (first && request_.will_wait && (resolved_ || adopt_known_key())) {
     if (auto a = queue_at_once()) return std::move(*a);
   }
   spi::Attempt a = try_once();
@@ -252,12 +248,6 @@ std::optional<spi::Attempt> PgAcquisition::queue_at_once() {
   // Long enough for a round trip on a quiet LAN; short enough that holding the caller here
   // delays nothing it could do meanwhile (cancellation is checked between attempts).
   constexpr auto kAnswerWindow = std::chrono::microseconds(500);
-  if (auto known = pool_->owners.find(identity_)) {
-    index_ = known->index;
-    key_index_ = known->index;
-    key_ = known->key;
-    resolved_ = true;
-  }
   waiter_ = pool_->for_wait();
   if (!waiter_) return std::nullopt;
   if (start_wait(kAnswerWindow)) return from_waiter();  // reads the answer kept there

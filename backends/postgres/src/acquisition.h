@@ -37,6 +37,9 @@ class PgAcquisition : public spi::Acquisition {
   using Clock = spi::HeldLock::Clock;
 
   std::int64_t key() const;
+  // Takes this name's key from the provider's cache of confirmed owners, if it is there
+  // (no round trip). True if it was.
+  bool adopt_known_key();
   // Makes index_ a key this name owns: the cached answer, else claims candidates on `s`
   // (REQUIRES: its mu held) until one is the name's. Throws what the server answered.
   void resolve_key_locked(Session& s);
@@ -49,9 +52,9 @@ class PgAcquisition : public spi::Acquisition {
   // answer here if it comes within `window` (0: never). True if it came (or the connection
   // ended): from_waiter() takes it. A send that fails drops the session and throws.
   bool start_wait(std::chrono::microseconds window);
-  // A caller who will wait, on a name whose key this process knows: the blocking acquire
-  // goes to the server's queue at once, without a try first (one round trip less on every
-  // contended acquire; a free lock is granted by that same statement). An answer within
+  // A caller who will wait, on a name whose key is resolved (REQUIRES: resolved_): the
+  // blocking acquire goes to the server's queue at once, without a try first (one round trip
+  // less on every contended acquire; a free lock is granted by that same statement). An answer within
   // kAnswerWindow is read here (an uncontended wait costs no thread hop), a later one by
   // the monitor. nullopt when no waiter session can be had: the caller tries instead.
   std::optional<spi::Attempt> queue_at_once();
