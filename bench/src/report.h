@@ -26,13 +26,15 @@ struct Row {
   Verdict verdict = Verdict::info;
   std::vector<std::pair<std::string, double>> metrics;  // every figure, for JSON
 
-  // The figure named `key` in metrics, or `fallback`.
-  double metric(std::string_view key, double fallback = -1) const {
+  // The figure named `key` in metrics, if any.
+  std::optional<double> find(std::string_view key) const {
     for (const auto& [k, v] : metrics) {
       if (k == key) return v;
     }
-    return fallback;
+    return std::nullopt;
   }
+  // The figure named `key` in metrics, or `fallback`.
+  double metric(std::string_view key, double fallback = -1) const { return find(key).value_or(fallback); }
 };
 
 // Thread safety: not synchronized; one Report per run, filled by one thread.
@@ -53,9 +55,7 @@ class Report {
   std::optional<double> metric_of(std::string_view what_prefix, std::string_view key) const {
     for (const auto& row : rows_) {
       if (!row.what.starts_with(what_prefix)) continue;
-      for (const auto& [k, v] : row.metrics) {
-        if (k == key) return v;
-      }
+      if (auto v = row.find(key)) return v;
     }
     return std::nullopt;
   }
