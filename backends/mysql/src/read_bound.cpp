@@ -44,7 +44,7 @@ void ReadBound::run() {
     for (auto it = armed_.begin(); it != armed_.end();) {
       if (it->second.deadline <= now) {
         ::shutdown(it->second.fd, SHUT_RDWR);  // the blocked read fails at once
-        fired_[it->first] = true;
+        fired_.insert(it->first);
         it = armed_.erase(it);
       } else {
         next = std::min(next, it->second.deadline);

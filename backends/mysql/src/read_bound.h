@@ -11,6 +11,7 @@
 #include <cstdint>
 #include <map>
 #include <mutex>
+#include <set>
 #include <thread>
 
 namespace dlock::mysql {
@@ -43,7 +44,7 @@ class ReadBound {
   std::mutex mu_;
   std::condition_variable cv_;
   std::map<std::uint64_t, Entry> armed_;  // guarded by mu_
-  std::map<std::uint64_t, bool> fired_;   // guarded by mu_: fired, not yet disarmed
+  std::set<std::uint64_t> fired_;         // guarded by mu_: fired, not yet disarmed
   std::uint64_t next_id_ = 1;             // guarded by mu_
   Clock::time_point wake_at_ = Clock::time_point::max();  // guarded by mu_: the thread's plan
   bool stop_ = false;                     // guarded by mu_

@@ -61,11 +61,8 @@ Rows run_bounded(const Shared& shared, const std::shared_ptr<Connection>& conn, 
 }
 
 RowHeldLock::RowHeldLock(std::string name, LockMode mode, std::string owner_key, std::uint64_t token,
-                         Clock::time_point expiry, std::shared_ptr<Shared> shared,
-                         std::shared_ptr<Connection> conn)
-    : HeldLock(std::move(name), mode, std::move(owner_key), token, expiry),
-      shared_(std::move(shared)),
-      conn_(std::move(conn)) {}
+                         Clock::time_point expiry, std::shared_ptr<Connection> conn)
+    : HeldLock(std::move(name), mode, std::move(owner_key), token, expiry), conn_(std::move(conn)) {}
 
 RowHeldLock::~RowHeldLock() {
   if (auto c = take_connection()) Shared::discard(std::move(c));
@@ -92,7 +89,7 @@ std::shared_ptr<RowHeldLock> pin_hold(const std::shared_ptr<Shared>& shared,
   auto* c = conn.get();
   auto hold = std::make_shared<RowHeldLock>(std::string(request.name), request.mode,
                                             std::string(request.owner_key), token,
-                                            shared->expiry_from(sent), shared, std::move(conn));
+                                            shared->expiry_from(sent), std::move(conn));
   c->holds.add(hold);  // the pool's hang-up watch of the connection reaches it from here on
   return hold;
 }

@@ -37,8 +37,7 @@ struct Shared {
 class RowHeldLock : public spi::HeldLock {
  public:
   RowHeldLock(std::string name, LockMode mode, std::string owner_key, std::uint64_t token,
-              Clock::time_point expiry, std::shared_ptr<Shared> shared,
-              std::shared_ptr<Connection> conn);
+              Clock::time_point expiry, std::shared_ptr<Connection> conn);
   // Does not block: an unreleased connection is closed on a background thread.
   ~RowHeldLock() override;
 
@@ -47,7 +46,6 @@ class RowHeldLock : public spi::HeldLock {
   std::shared_ptr<Connection> connection() const noexcept;
 
  private:
-  std::shared_ptr<Shared> shared_;
   mutable std::mutex mu_;
   std::shared_ptr<Connection> conn_;  // guarded by mu_
 };
@@ -79,7 +77,7 @@ class RowBackend : public spi::Backend {
 };
 
 // Pins `conn` as the hold of `request` (token from the lock statement sent at `sent`):
-// registers it with the connection's SessionHolds and the hang-up monitor.
+// registers it with the connection's SessionHolds, which the pool's hang-up watch reaches.
 std::shared_ptr<RowHeldLock> pin_hold(const std::shared_ptr<Shared>& shared,
                                       std::shared_ptr<Connection> conn,
                                       const spi::AttemptRequest& request, std::uint64_t token,
