@@ -1,6 +1,11 @@
 #include "wait_loop.h"
 
+#include <poll.h>
+#include <sys/eventfd.h>
+#include <unistd.h>
+
 #include <algorithm>
+#include <cstdint>
 #include <condition_variable>
 #include <mutex>
 #include <optional>
@@ -13,17 +18,26 @@ namespace {
 
 using std::chrono::milliseconds;
 
-// Woken by the backend's push channel or by cancellation; spurious wake-ups are fine.
+// Woken by the backend's push channel or by cancellation; spurious wake-ups are fine. A
+// wait that also watches the backend's descriptor sleeps in ppoll on it and on an eventfd
+// that notify() signals.
 class Notifier {
  public:
+  ~Notifier() {
+    if (event_fd_ >= 0) ::close(event_fd_);
+  }
   void notify() {
-    {
-      Lock lock(mu_);
-      flag_ = true;
+    Lock lock(mu_);
+    flag_ = true;
+    if (event_fd_ >= 0) {
+      const std::uint64_t one = 1;
+      [[maybe_unused]] ssize_t n = ::write(event_fd_, &one, sizeof one);  // full counter: already readable
     }
     cv_.notify_one();
   }
-  void wait_until(Clock::time_point t) {
+  // Returns when notified, when `fd` (if >= 0) is readable, or at `t`.
+  void wait_until(Clock::time_point t, int fd) {
+    if (fd >= 0 && poll_until(t, fd)) return;
     Lock lock(mu_);
     while (!flag_ && cv_.wait_until(lock.native(), t) == std::cv_status::no_timeout) {
     }
@@ -31,9 +45,40 @@ class Notifier {
   }
 
  private:
+  // False if no eventfd could be made (EMFILE…): the caller waits on the condition instead,
+  // and the backend's fallback poll bounds how late its answer is read.
+  bool poll_until(Clock::time_point t, int fd) {
+    int event_fd = -1;
+    {
+      Lock lock(mu_);
+      if (event_fd_ < 0) event_fd_ = ::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+      if (event_fd_ < 0) return false;
+      if (flag_) {
+        flag_ = false;
+        return true;
+      }
+      event_fd = event_fd_;
+    }
+    pollfd fds[2] = {{event_fd, POLLIN, 0}, {fd, POLLIN, 0}};
+    const auto left = t - Clock::now();
+    if (left > Clock::duration::zero()) {
+      const auto ns = std::chrono::duration_cast<std::chrono::nanoseconds>(left).count();
+      timespec timeout{};
+      timeout.tv_sec = static_cast<time_t>(std::min<long long>(ns / 1'000'000'000, 86'400));
+      timeout.tv_nsec = static_cast<long>(ns % 1'000'000'000);
+      ::ppoll(fds, 2, &timeout, nullptr);  // EINTR: a spurious wake-up
+    }
+    Lock lock(mu_);
+    std::uint64_t count = 0;
+    [[maybe_unused]] ssize_t n = ::read(event_fd_, &count, sizeof count);
+    flag_ = false;
+    return true;
+  }
+
   Mutex mu_;
   std::condition_variable cv_;
   bool flag_ DLOCK_GUARDED_BY(mu_) = false;
+  int event_fd_ DLOCK_GUARDED_BY(mu_) = -1;  // made on the first wait that polls
 };
 
 constexpr milliseconds kForever{std::chrono::hours(24)};
@@ -90,7 +135,7 @@ std::shared_ptr<spi::HeldLock> wait_for_lock(spi::Backend& backend, spi::Attempt
     }
     if (cancel.stop_requested()) return nullptr;
     if (Clock::now() >= deadline) break;
-    notifier->wait_until(std::min(deadline, until));
+    notifier->wait_until(std::min(deadline, until), acquisition ? acquisition->wait_fd() : -1);
     if (cancel.stop_requested()) return nullptr;
     if (Clock::now() >= deadline && unavailable) break;  // no last attempt after errors
   }

@@ -14,8 +14,8 @@ constexpr milliseconds kDownPoll{25};  // poll while no blocking wait is on
 }  // namespace
 
 RedisAcquisition::RedisAcquisition(RedisBackend& backend, const spi::AttemptRequest& request,
-                                   std::function<void()> wake)
-    : backend_(backend), req_(request), wake_(std::move(wake)) {}
+                                   std::function<void()> /*wake: wait_fd() instead*/)
+    : backend_(backend), req_(request) {}
 
 RedisAcquisition::~RedisAcquisition() {
   stop_wait();  // no wake-ups from here on
@@ -24,14 +24,17 @@ RedisAcquisition::~RedisAcquisition() {
 }
 
 void RedisAcquisition::stop_wait() noexcept {
-  if (wait_) backend_.grant_waiter()->stop(wait_);
-  wait_.reset();
+  if (!wait_) return;
+  if (auto idle = wait_->take_idle_connection()) backend_.keep_wait_connection(std::move(idle));
+  wait_.reset();  // a connection still in its BLPOP is closed, which ends the BLPOP
 }
+
+int RedisAcquisition::wait_fd() const noexcept { return wait_ ? wait_->fd() : -1; }
 
 spi::Attempt RedisAcquisition::attempt() {
   if (wait_) {
-    const GrantWaiter::Wait::Result r = wait_->take();
-    if (r.state == GrantWaiter::Wait::State::granted) {
+    const GrantWait::Result r = wait_->poll();
+    if (r.state == GrantWait::State::granted) {
       stop_wait();
       // The pick-up made the lease full after the request left. A grant that came late in
       // a long wait leaves too little of that estimate: pick it up again below (the
@@ -41,7 +44,7 @@ spi::Attempt RedisAcquisition::attempt() {
         granted_ = true;
         return held;
       }
-    } else if (r.state == GrantWaiter::Wait::State::failed) {
+    } else if (r.state == GrantWait::State::failed) {
       stop_wait();  // the attempt below finds a grant it left, and a new wait starts
     }
   }
@@ -51,8 +54,8 @@ spi::Attempt RedisAcquisition::attempt() {
     const RedisOptions& o = backend_.options();
     const LockKeys k(o.prefix, req_.name, o.db);
     try {
-      wait_ = backend_.grant_waiter()->start(k.hash, k.readers, k.grants(req_.waiter_id), req_.owner_key,
-                                             req_.lease, wake_);
+      wait_ = std::make_unique<GrantWait>(backend_.wait_connection(), *backend_.scripts_, k.hash, k.readers,
+                                          k.grants(req_.waiter_id), req_.owner_key, req_.lease, o.fair_heartbeat);
     } catch (const Error&) {
       // No dedicated connection now: the attempts poll (fallback_poll) until one opens.
     }

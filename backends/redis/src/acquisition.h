@@ -8,14 +8,14 @@
 #include <optional>
 
 #include "dlock/spi/backend.h"
-#include "grant_waiter.h"
+#include "grant_wait.h"
 
 namespace dlock::redis {
 
 class RedisBackend;
 
-// Not thread-safe (the core calls it from one thread at a time); `wake` is called from the
-// grant waiter's thread.
+// Not thread-safe (the core calls it from one thread at a time). The grant arrives on
+// wait_fd(), read by the waiting thread itself: `wake` is not needed.
 class RedisAcquisition final : public spi::Acquisition {
  public:
   using Clock = std::chrono::steady_clock;
@@ -31,12 +31,14 @@ class RedisAcquisition final : public spi::Acquisition {
 
   // A grant the blocking wait delivered (no round trip), else one EVALSHA of
   // lua/acquire.lua. After the first Busy of a caller that waits: BLPOP on its grant list
-  // (grant_waiter.h). A grant pushed before the BLPOP stays in the list, so nothing is missed.
+  // (grant_wait.h). A grant pushed before the BLPOP stays in the list, so nothing is missed.
   // Throws Error(unavailable) on transport failure or a transient server refusal.
   spi::Attempt attempt() override;
   // fair_heartbeat/3 while the blocking wait is on (each attempt refreshes the queue entry);
   // 25 ms without one (it could not be started, or failed).
   std::chrono::milliseconds fallback_poll() const noexcept override;
+  // The blocking wait's connection while it is on.
+  int wait_fd() const noexcept override;
 
  private:
   spi::Attempt attempt_once();
@@ -44,8 +46,7 @@ class RedisAcquisition final : public spi::Acquisition {
 
   RedisBackend& backend_;
   const spi::AttemptRequest& req_;
-  const std::function<void()> wake_;
-  std::shared_ptr<GrantWaiter::Wait> wait_;
+  std::unique_ptr<GrantWait> wait_;
   bool tried_ = false;    // an attempt was sent: a queue entry or a grant may exist
   bool queued_ = false;   // an attempt answered Busy to a caller that waits
   bool granted_ = false;  // an attempt returned a grant: the core owns it now

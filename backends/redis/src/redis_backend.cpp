@@ -83,10 +83,27 @@ RedisBackend::RedisBackend(RedisOptions options) : options_(std::move(options)),
 
 RedisBackend::~RedisBackend() = default;
 
-GrantWaiter* RedisBackend::grant_waiter() {
-  std::lock_guard lock(waiter_mu_);
-  if (!waiter_) waiter_ = std::make_unique<GrantWaiter>(options_, *scripts_);
-  return waiter_.get();
+std::unique_ptr<Connection> RedisBackend::wait_connection() {
+  {
+    std::lock_guard lock(wait_mu_);
+    while (!idle_waits_.empty()) {
+      auto c = std::move(idle_waits_.back());
+      idle_waits_.pop_back();
+      if (!c->broken() && !c->stale()) return c;
+    }
+  }
+  return Connection::open(options_);
+}
+
+void RedisBackend::keep_wait_connection(std::unique_ptr<Connection> c) noexcept {
+  constexpr std::size_t kMaxIdle = 8;
+  std::lock_guard lock(wait_mu_);
+  if (idle_waits_.size() >= kMaxIdle) return;
+  try {
+    idle_waits_.push_back(std::move(c));
+  } catch (const std::bad_alloc&) {
+    // Not kept: the next wait opens a connection.
+  }
 }
 
 std::unique_ptr<spi::Acquisition> RedisBackend::begin_acquire(const spi::AttemptRequest& req,

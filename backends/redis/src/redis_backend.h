@@ -5,12 +5,13 @@
 #include <memory>
 #include <mutex>
 #include <string>
+#include <vector>
 
 #include "dlock/spi/backend.h"
+#include "connection.h"
 #include "options.h"
 #include "pool.h"
 #include "scripts.h"
-#include "grant_waiter.h"
 
 namespace dlock::redis {
 
@@ -65,8 +66,11 @@ class RedisBackend : public spi::Backend {
   // The hold granted to `req` by a request sent at `sent`.
   std::shared_ptr<spi::HeldLock> make_held(const spi::AttemptRequest& req, std::uint64_t token,
                                            Clock::time_point sent) const;
-  // The provider's grant waiter, created on the first wait.
-  GrantWaiter* grant_waiter();
+  // A connection for a blocking wait (grant_wait.h): one kept from an earlier grant, else a
+  // new one. Throws Error(unavailable).
+  std::unique_ptr<Connection> wait_connection();
+  // Keeps an idle connection (a wait that was granted) for the next wait, up to 8.
+  void keep_wait_connection(std::unique_ptr<Connection> c) noexcept;
   template <class Op>
   auto with_retry(Op&& op);
 
@@ -76,8 +80,8 @@ class RedisBackend : public spi::Backend {
   std::unique_ptr<Scripts> scripts_;
   std::string marker_;      // dataset_marker(prefix)
   std::string grace_text_;  // the pause after data loss, in ms
-  std::mutex waiter_mu_;
-  std::unique_ptr<GrantWaiter> waiter_;
+  std::mutex wait_mu_;
+  std::vector<std::unique_ptr<Connection>> idle_waits_;  // guarded by wait_mu_
 };
 
 }  // namespace dlock::redis

@@ -5,8 +5,6 @@
 
 #include <atomic>
 #include <map>
-#include <condition_variable>
-#include <mutex>
 #include <set>
 #include <thread>
 
@@ -385,39 +383,17 @@ TEST_F(RedisBackendTest, FairReadersFollowQueueOrder) {
 
 // --- push wake-ups -------------------------------------------------------------------------
 
-struct Flag {
-  std::mutex mu;
-  std::condition_variable cv;
-  int count = 0;
-  std::function<void()> fn() {
-    return [this] {
-      std::lock_guard lock(mu);
-      ++count;
-      cv.notify_all();
-    };
-  }
-  bool wait(milliseconds d) {
-    std::unique_lock lock(mu);
-    return cv.wait_for(lock, d, [&] { return count > 0; });
-  }
-  int get() {
-    std::lock_guard lock(mu);
-    return count;
-  }
-};
-
 TEST_F(RedisBackendTest, ReleaseHandsTheLockToTheWaiterThroughItsGrantList) {
   auto h = try_get({"pw", "c1:h"});
   ASSERT_TRUE(h);
-  Flag woken;
-  Acquire waiter(*backend_, {"pw", "c1:w", LockMode::exclusive, 10s, false, true, "pw-w"}, woken.fn());
+  Acquire waiter(*backend_, {"pw", "c1:w", LockMode::exclusive, 10s, false, true, "pw-w"});
   EXPECT_FALSE(waiter.try_get());  // busy: queued and blocked on its grant list
   EXPECT_GE(waiter.fallback_poll(), 100ms) << "blocked, yet polling fast";
   EXPECT_LE(waiter.fallback_poll(), 400ms / 3 + 1ms) << "a waiter must refresh within its heartbeat";
   EXPECT_FALSE(waiter.try_get());
-  EXPECT_EQ(woken.get(), 0);
+  EXPECT_FALSE(waiter.woken(0ms));
   EXPECT_TRUE(backend_->release(*h));
-  EXPECT_TRUE(woken.wait(2s)) << "no wake-up after the release";
+  EXPECT_TRUE(waiter.woken(2s)) << "no wake-up after the release";
   auto g = waiter.try_get();  // picks up the grant the release made
   ASSERT_TRUE(g);
   EXPECT_EQ(raw_->string({"GET", keys("pw").counter}), std::to_string(g->fencing_token()));
@@ -428,50 +404,47 @@ TEST_F(RedisBackendTest, ReleaseHandsTheLockToTheWaiterThroughItsGrantList) {
 TEST_F(RedisBackendTest, OnlyTheHeadIsWokenByName) {
   auto h = try_get({"pf", "c1:h"});
   ASSERT_TRUE(h);
-  Flag wa, wb;
-  Acquire a(*backend_, {"pf", "c1:a", LockMode::exclusive, 10s, true, true, "pf-a"}, wa.fn());
-  Acquire b(*backend_, {"pf", "c1:b", LockMode::exclusive, 10s, true, true, "pf-b"}, wb.fn());
+  Acquire a(*backend_, {"pf", "c1:a", LockMode::exclusive, 10s, true, true, "pf-a"});
+  Acquire b(*backend_, {"pf", "c1:b", LockMode::exclusive, 10s, true, true, "pf-b"});
   EXPECT_FALSE(a.try_get());
   EXPECT_FALSE(b.try_get());
   EXPECT_TRUE(backend_->release(*h));
-  EXPECT_TRUE(wa.wait(2s));
+  EXPECT_TRUE(a.woken(2s));
   std::this_thread::sleep_for(50ms);
-  EXPECT_EQ(wb.get(), 0) << "the second waiter was woken for the head's turn";
+  EXPECT_FALSE(b.woken(0ms)) << "the second waiter was woken for the head's turn";
   auto g = a.try_get();
   ASSERT_TRUE(g);
   EXPECT_TRUE(backend_->release(*g));
-  EXPECT_TRUE(wb.wait(2s));
+  EXPECT_TRUE(b.woken(2s));
   EXPECT_TRUE(b.try_get());
 }
 
 TEST_F(RedisBackendTest, QueuedReadersAreLetInTogether) {
   auto h = try_get({"all", "c1:h"});
   ASSERT_TRUE(h);
-  Flag f[4];
   std::vector<std::unique_ptr<Acquire>> reqs;
   for (int i = 0; i < 4; ++i) {
     const bool writer = i == 3;
     reqs.push_back(std::make_unique<Acquire>(
         *backend_,
         Req{"all", "c1:q" + std::to_string(i), writer ? LockMode::exclusive : LockMode::shared, 10s,
-            false, true, "all" + std::to_string(i)},
-        f[i].fn()));
+            false, true, "all" + std::to_string(i)}));
     EXPECT_FALSE(reqs.back()->try_get());
   }
   EXPECT_TRUE(backend_->release(*h));
   std::set<std::uint64_t> tokens;
   std::vector<HeldPtr> readers;
   for (int i = 0; i < 3; ++i) {
-    EXPECT_TRUE(f[i].wait(2s)) << "reader " << i;
+    EXPECT_TRUE(reqs[i]->woken(2s)) << "reader " << i;
     readers.push_back(reqs[i]->try_get());
     ASSERT_TRUE(readers.back());
     tokens.insert(readers.back()->fencing_token());
   }
   EXPECT_EQ(tokens.size(), 3u);
   std::this_thread::sleep_for(50ms);
-  EXPECT_EQ(f[3].get(), 0) << "the writer behind the readers was woken";
+  EXPECT_FALSE(reqs[3]->woken(0ms)) << "the writer behind the readers was woken";
   for (auto& r : readers) EXPECT_TRUE(backend_->release(*r));
-  EXPECT_TRUE(f[3].wait(2s));
+  EXPECT_TRUE(reqs[3]->woken(2s));
   EXPECT_TRUE(reqs[3]->try_get());
 }
 

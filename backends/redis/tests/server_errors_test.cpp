@@ -166,34 +166,18 @@ TEST_F(RedisServerErrorsTest, AWaiterWhoseBlockingConnectionDropsIsWokenAndWaits
   auto b = backend(server_->uri());
   auto h = grant(*b, "sub", "c:h");
   ASSERT_TRUE(h);
-  std::mutex mu;
-  std::condition_variable cv;
-  int wakes = 0;
-  Acquire w(*b, {"sub", "c:w", LockMode::exclusive, 10s, false, true}, [&] {
-    std::lock_guard lock(mu);
-    ++wakes;
-    cv.notify_all();
-  });
+  Acquire w(*b, {"sub", "c:w", LockMode::exclusive, 10s, false, true});
   EXPECT_FALSE(w.try_get());  // queued, blocked in BLPOP on its grant list
   EXPECT_GE(w.fallback_poll(), 500ms);
   raw_->cmd({"CLIENT", "KILL", "TYPE", "normal", "SKIPME", "yes"});
-  {
-    // The waiter is woken to retry (a grant may have been missed).
-    std::unique_lock lock(mu);
-    EXPECT_TRUE(cv.wait_for(lock, 2s, [&] { return wakes > 0; }));
-    wakes = 0;
-  }
+  // The waiter is woken to retry (a grant may have been missed).
+  EXPECT_TRUE(w.woken(2s));
   // The woken waiter tries again (as the core does), blocks again, then sleeps.
   EXPECT_FALSE(w.try_get());
   EXPECT_GE(w.fallback_poll(), 500ms) << "no blocking wait after the reconnect";
-  {
-    std::unique_lock lock(mu);
-    wakes = 0;
-  }
+  EXPECT_FALSE(w.woken(0ms));
   EXPECT_TRUE(b->release(*h));
-  std::unique_lock lock(mu);
-  EXPECT_TRUE(cv.wait_for(lock, 2s, [&] { return wakes > 0; })) << "no wake-up after reconnecting";
-  lock.unlock();
+  EXPECT_TRUE(w.woken(2s)) << "no wake-up after reconnecting";
   auto g = w.try_get();
   ASSERT_TRUE(g);
   EXPECT_TRUE(b->release(*g));
@@ -203,20 +187,10 @@ TEST_F(RedisServerErrorsTest, AHandedOverLockArrivesPickedUpWithItsFullLease) {
   auto b = backend(server_->uri());
   auto h = grant(*b, "ho", "c:h");
   ASSERT_TRUE(h);
-  std::mutex mu;
-  std::condition_variable cv;
-  bool woken = false;
-  Acquire w(*b, {"ho", "c:w", LockMode::exclusive, 10s, false, true}, [&] {
-    std::lock_guard lock(mu);
-    woken = true;
-    cv.notify_all();
-  });
+  Acquire w(*b, {"ho", "c:w", LockMode::exclusive, 10s, false, true});
   EXPECT_FALSE(w.try_get());  // queues, blocks in BLPOP on its grant list
   EXPECT_TRUE(b->release(*h));  // hands the lock to w
-  {
-    std::unique_lock lock(mu);
-    ASSERT_TRUE(cv.wait_for(lock, 2s, [&] { return woken; }));
-  }
+  ASSERT_TRUE(w.woken(2s));
   const long long before = evalsha_calls();
   auto a = w.attempt();
   EXPECT_EQ(evalsha_calls() - before, 0) << "the grant came with the wake-up, picked up already";

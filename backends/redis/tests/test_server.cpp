@@ -1,5 +1,6 @@
 #include "test_server.h"
 
+#include <poll.h>
 #include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -77,6 +78,12 @@ HeldPtr Acquire::try_get() {
   auto a = attempt();
   auto* held = std::get_if<HeldPtr>(&a);
   return held ? *held : nullptr;
+}
+
+bool Acquire::woken(std::chrono::milliseconds within) const {
+  pollfd p{acq_->wait_fd(), POLLIN, 0};
+  if (p.fd < 0) return false;
+  return ::poll(&p, 1, static_cast<int>(within.count())) == 1;
 }
 
 PrivateServer::PrivateServer() {

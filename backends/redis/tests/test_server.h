@@ -68,6 +68,9 @@ class Acquire {
   // One attempt: the grant, or null when busy.
   HeldPtr try_get();
   std::chrono::milliseconds fallback_poll() const { return acq_->fallback_poll(); }
+  // Whether the wake-up came within `within`: the acquisition's wait_fd() became readable
+  // (the core then makes the next attempt). False when it has no descriptor.
+  bool woken(std::chrono::milliseconds within) const;
   const Req& req() const { return req_; }
 
  private:

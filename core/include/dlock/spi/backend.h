@@ -93,10 +93,10 @@ class Acquisition {
   // once (exclusive), nor exclusive next to shared.
   //  - The first call is the acquire's first attempt. Without request.will_wait it is the
   //    only one, and a Busy leaves nothing behind.
-  //  - No lost wake-ups: once an attempt has returned Busy, `wake` must be called whenever
-  //    the lock may have become free for this acquire. A backend that can only register for
-  //    wake-ups after seeing the lock busy (a pub/sub subscription) registers and attempts again
-  //    inside the same call before returning Busy.
+  //  - No lost wake-ups: once an attempt has returned Busy, `wake` must be called (or
+  //    wait_fd() become readable) whenever the lock may have become free for this acquire.
+  //    A backend that can only register for wake-ups after seeing the lock busy (a pub/sub
+  //    subscription) registers and attempts again inside the same call before returning Busy.
   //  - A later attempt may answer without a round trip from what its registration delivered
   //    (a grant handed over by the server, a server-side blocking wait that returned).
   //  - Never called again after it returned a grant or threw.
@@ -107,6 +107,13 @@ class Acquisition {
   // channel is healthy, a long value (Busy::retry_after, if set, bounds it anyway); while it
   // is down, a short poll interval. May change over time.
   virtual std::chrono::milliseconds fallback_poll() const noexcept = 0;
+
+  // A descriptor the core polls for readability between attempts, beside `wake`: once it is
+  // readable, the next attempt() has an answer to read. It lets the waiting thread read a
+  // blocking wait's reply itself instead of being woken by another thread that read it (one
+  // thread hand-over less per grant). -1 (the default) when there is none; asked again after
+  // every Busy. The descriptor stays owned by the Acquisition.
+  virtual int wait_fd() const noexcept { return -1; }
 
   Acquisition() = default;
   Acquisition(const Acquisition&) = delete;
