@@ -3,6 +3,9 @@
 // nothing, releases, and per-acquire objects, all counted.
 #pragma once
 
+#include <fcntl.h>
+#include <unistd.h>
+
 #include <atomic>
 #include <chrono>
 #include <functional>
@@ -47,7 +50,11 @@ class ScriptedBackend final : public spi::Backend {
     releases.push_back({lock.name(), Clock::now()});
     session.remove(lock);
     bool held = holders.erase(lock.name()) > 0;
-    for (auto& w : waiters) w();
+    if (wake_through_fd) {
+      for (int fd : wait_pipes) [[maybe_unused]] auto n = ::write(fd, "x", 1);
+    } else {
+      for (auto& w : waiters) w();
+    }
     return held && release_answer;
   }
 
@@ -99,6 +106,10 @@ class ScriptedBackend final : public spi::Backend {
   std::vector<Release> releases;                  // guarded by mu
   std::vector<Renewal> renewals;                  // guarded by mu
   std::vector<std::function<void()>> waiters;     // wake functions; guarded by mu
+  // Set before the first acquire: waiters are told through wait_fd() (a pipe each) instead
+  // of their wake function.
+  bool wake_through_fd = false;
+  std::vector<int> wait_pipes;                    // write ends; guarded by mu
   spi::SessionHolds session;                      // every hold granted (one session)
   std::atomic<spi::RenewStatus> answer{spi::RenewStatus::renewed};
   std::atomic<milliseconds> renew_delay{milliseconds(0)};
@@ -116,11 +127,23 @@ class ScriptedBackend final : public spi::Backend {
         : b_(b), r_(r) {
       std::lock_guard guard(b_.mu);
       b_.waiters.push_back(std::move(wake));
+      if (b_.wake_through_fd && ::pipe(pipe_) == 0) b_.wait_pipes.push_back(pipe_[1]);
     }
     ~Acquisition() override {
       if (!granted_) ++b_.acquisitions_abandoned;
+      if (pipe_[0] < 0) return;
+      std::lock_guard guard(b_.mu);
+      std::erase(b_.wait_pipes, pipe_[1]);
+      ::close(pipe_[0]);
+      ::close(pipe_[1]);
     }
+    int wait_fd() const noexcept override { return pipe_[0]; }
     spi::Attempt attempt() override {
+      char drained[64];
+      if (pipe_[0] >= 0 && ::fcntl(pipe_[0], F_SETFL, O_NONBLOCK) == 0) {
+        while (::read(pipe_[0], drained, sizeof drained) > 0) {
+        }
+      }
       if (Clock::now() < b_.unavailable_until.load()) {
         throw Error(ErrorCode::unavailable, "scripted: server unavailable");
       }
@@ -142,6 +165,7 @@ class ScriptedBackend final : public spi::Backend {
     ScriptedBackend& b_;
     const spi::AttemptRequest& r_;
     bool granted_ = false;
+    int pipe_[2] = {-1, -1};  // with wake_through_fd
   };
 
   Capabilities caps_;

@@ -4,6 +4,8 @@
 #include <thread>
 
 #include "dlock/dlock.h"
+#include "dlock/spi/backend_provider.h"
+#include "scripted_backend.h"
 
 namespace dlock {
 namespace {
@@ -135,6 +137,38 @@ TEST_F(WaitTest, FairWaitersAreServedInArrivalOrder) {
   held->release();
   for (auto& t : threads) t.join();
   EXPECT_EQ(order, (std::vector<int>{0, 1, 2, 3}));
+}
+
+// A backend that tells its waiters through wait_fd() (their reply arrives on a socket they
+// read themselves) never calls wake: the wait loop must poll the descriptor, and still end
+// on cancellation while it does.
+TEST(WaitFd, AReadableWaitFdWakesTheWaiterAndCancelStillEndsTheWait) {
+  auto b = std::make_shared<testing::ScriptedBackend>(10s, Liveness::lease);
+  b->wake_through_fd = true;  // no wake() at all; the fallback poll is a day
+  auto holder = spi::make_provider(b, "scripted://");
+  auto p = spi::make_provider(b, "scripted://");
+  auto held = holder->try_lock("x");
+  ASSERT_TRUE(held);
+  std::thread releaser([&] {
+    std::this_thread::sleep_for(100ms);
+    held->release();
+  });
+  auto d = timed([&] { EXPECT_TRUE(p->try_lock("x", Wait::for_duration(5s))); });
+  releaser.join();
+  EXPECT_LT(d, 1s) << "the readable descriptor did not wake the waiter";
+
+  auto again = holder->try_lock("y");
+  ASSERT_TRUE(again);
+  std::stop_source stop;
+  std::thread canceller([&] {
+    std::this_thread::sleep_for(100ms);
+    stop.request_stop();
+  });
+  AcquireOptions o;
+  o.cancel = stop.get_token();
+  d = timed([&] { EXPECT_FALSE(p->try_lock("y", Wait::for_duration(5s), o)); });
+  canceller.join();
+  EXPECT_LT(d, 1s) << "cancel did not interrupt the poll";
 }
 
 }  // namespace
