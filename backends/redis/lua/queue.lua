@@ -148,11 +148,12 @@ end
 -- grant list (RPUSH of the fencing token), and holds the lock for a pick-up lease of
 -- heartbeat/2 only (at most its own lease): its pick-up (lua/pickup.lua behind its BLPOP, or
 -- its next attempt) gives it its full lease counted from then, and a grantee that died meanwhile blocks the lock no longer than
--- that. Returns the lock's mode afterwards.
-local function grant_queued(hash, readers, counter, queue, deadlines, arrivals, channel, held, heartbeat)
+-- that. `head`, if given, is the queue's head as the caller just read it. Returns the lock's
+-- mode afterwards.
+local function grant_queued(hash, readers, counter, queue, deadlines, arrivals, channel, held, heartbeat, head)
   local pickup = math.max(math.floor(heartbeat / 2), 1)
   while held ~= 'w' do
-    local head = redis.call('ZRANGE', queue, 0, 0)[1]
+    head = head or redis.call('ZRANGE', queue, 0, 0)[1]
     if not head then
       redis.call('DEL', arrivals)
       return held
@@ -170,6 +171,7 @@ local function grant_queued(hash, readers, counter, queue, deadlines, arrivals, 
       redis.call('RPUSH', grants, string.format('%d', token))
       redis.call('PEXPIRE', grants, heartbeat * 2)
     end
+    head = nil
   end
   -- Under a writer, an emptied queue's arrival counter simply expires.
   return held

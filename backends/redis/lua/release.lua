@@ -39,7 +39,9 @@ end
 -- queue.lua): this owner's last hold of the lock frees it for the queue.
 local last_reader = mode == 'r' and redis.call('HLEN', hash) <= 2  -- "mode" + this owner
 local frees = tonumber(count) <= 1 and (mode ~= 'r' or last_reader)
-local hand_over = frees and redis.call('EXISTS', queue) == 1
+-- The queue's head, read once (it also says whether anyone waits).
+local head = frees and redis.call('ZRANGE', queue, 0, 0)[1] or nil
+local hand_over = head ~= nil
 if hand_over then last_token(counter) end
 
 if tonumber(count) > 1 then
@@ -67,7 +69,8 @@ redis.call('SET', latch, 1, 'PX', latch_ttl)
 
 -- The lock is free: the live waiters at the front of the queue get it, told by name.
 if hand_over then
-  purge_waiters(queue, deadlines)
-  grant_queued(hash, readers, counter, queue, deadlines, arrivals, channel, false, tonumber(ARGV[4]))
+  -- Dead waiters are skipped (the head read above may have been one of them).
+  if purge_waiters(queue, deadlines) then head = nil end
+  grant_queued(hash, readers, counter, queue, deadlines, arrivals, channel, false, tonumber(ARGV[4]), head)
 end
 return 1

@@ -89,7 +89,9 @@ std::unique_ptr<Connection> RedisBackend::wait_connection() {
     while (!idle_waits_.empty()) {
       auto c = std::move(idle_waits_.back());
       idle_waits_.pop_back();
-      if (!c->broken() && !c->stale()) return c;
+      // As the pool does: one that rested a while is checked for a close by the server.
+      const bool rested = Clock::now() - c->idle_since > std::chrono::milliseconds(200);
+      if (!c->broken() && !(rested && c->stale())) return c;
     }
   }
   return Connection::open(options_);
@@ -99,6 +101,7 @@ void RedisBackend::keep_wait_connection(std::unique_ptr<Connection> c) noexcept 
   constexpr std::size_t kMaxIdle = 8;
   std::lock_guard lock(wait_mu_);
   if (idle_waits_.size() >= kMaxIdle) return;
+  c->idle_since = Clock::now();
   try {
     idle_waits_.push_back(std::move(c));
   } catch (const std::bad_alloc&) {
