@@ -9,6 +9,8 @@
 -- ARGV[5] 1 = the caller will wait if busy   ARGV[6] heartbeat ms   ARGV[7] (unused)
 -- ARGV[8] 1 = this owner may already hold it (a waiter, or a retry after a lost reply)
 -- ARGV[9] pause after data loss, ms   ARGV[10] the server's run_id as the client read it
+-- ARGV[11] 1 = the caller reads no reply: it waits in BLPOP on its own grant list right
+--   behind this script, so a grant is pushed to that list too
 --
 -- Returns the fencing token (>= 1) when granted, or -(the holder's remaining ms + 1) (0 if
 -- unknown) when busy, or -(ms left) while nothing is granted after data loss.
@@ -17,6 +19,16 @@ local queue, deadlines, arrivals = KEYS[4], KEYS[5], KEYS[6]
 local owner, mode, lease = ARGV[1], ARGV[2], tonumber(ARGV[3])
 local waiter, will_wait = ARGV[4], ARGV[5] == '1'
 local heartbeat, channel = tonumber(ARGV[6]), ARGV[7]
+
+-- Every grant returns through here.
+local function granted(token)
+  if ARGV[11] == '1' then
+    local grants = grant_list(hash, waiter)
+    redis.call('RPUSH', grants, string.format('%d', token))
+    redis.call('PEXPIRE', grants, heartbeat * 2)
+  end
+  return token
+end
 
 -- ARGV[8]: a waiter's later attempt (its refresh), or a retry after a lost reply.
 local refresh = ARGV[8] == '1'
@@ -42,7 +54,7 @@ if refresh and mode == 'x' then
     redis.call('ZREM', queue, me)
     redis.call('ZREM', deadlines, me)
     redis.call('DEL', grant_list(hash, waiter))  -- picked up here, not through the list
-    return token
+    return granted(token)
   end
 end
 
@@ -52,7 +64,7 @@ if present == 0 then
   if quiet_ms() > 0 then return -quiet_ms() end
   local token = next_token(counter, lease)
   take(hash, readers, false, mode, owner, lease)
-  return token
+  return granted(token)
 end
 
 local me = member_of(mode, lease, waiter, owner)
@@ -97,7 +109,7 @@ if held ~= 'w' or refresh then
       redis.call('ZREM', deadlines, me)
     end
     redis.call('DEL', grant_list(hash, waiter))
-    return token
+    return granted(token)
   end
 
   -- While anyone waits, only the head of the queue may take the lock: nobody barges, and a
@@ -113,7 +125,7 @@ if held ~= 'w' or refresh then
       -- Readers queued right behind may join (nothing happens under a writer).
       grant_queued(hash, readers, counter, queue, deadlines, arrivals, channel, held, heartbeat)
     end
-    return token
+    return granted(token)
   end
 end
 

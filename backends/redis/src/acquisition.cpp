@@ -48,19 +48,35 @@ spi::Attempt RedisAcquisition::attempt() {
       stop_wait();  // the attempt below finds a grant it left, and a new wait starts
     }
   }
+  // A contended name: queue and block in one write, with no reply until the grant.
+  if (!tried_ && req_.will_wait && backend_.queues_at_once(req_.name) && start_wait(true)) return spi::Busy{};
+  const bool first = !tried_;
   spi::Attempt a = attempt_once();
   if (req_.will_wait && !wait_ && std::holds_alternative<spi::Busy>(a)) {
+    if (first) backend_.note_busy(req_.name);
     queued_ = true;
-    const RedisOptions& o = backend_.options();
-    const LockKeys k(o.prefix, req_.name, o.db);
-    try {
-      wait_ = std::make_unique<GrantWait>(backend_.wait_connection(), *backend_.scripts_, k.hash, k.readers,
-                                          k.grants(req_.waiter_id), req_.owner_key, req_.lease, o.fair_heartbeat);
-    } catch (const Error&) {
-      // No dedicated connection now: the attempts poll (fallback_poll) until one opens.
-    }
+    start_wait(false);  // if it fails, the attempts poll (fallback_poll) until one opens
   }
   return a;
+}
+
+bool RedisAcquisition::start_wait(bool with_attempt) noexcept {
+  const RedisOptions& o = backend_.options();
+  try {
+    const LockKeys k(o.prefix, req_.name, o.db);
+    std::function<void(Connection&)> attempt;
+    if (with_attempt) attempt = [this](Connection& c) { backend_.append_silent_acquire(c, req_); };
+    // Before sending: the attempt may have queued us or granted even if sending fails, so
+    // the next attempts look for our hold and the give-up abandons.
+    tried_ = true;
+    if (with_attempt) queued_ = true;
+    wait_ = std::make_unique<GrantWait>(backend_.wait_connection(), *backend_.scripts_, k.hash, k.readers,
+                                        k.grants(req_.waiter_id), req_.owner_key, req_.lease, o.fair_heartbeat,
+                                        attempt);
+    return true;
+  } catch (...) {
+    return false;  // no dedicated connection now
+  }
 }
 
 milliseconds RedisAcquisition::fallback_poll() const noexcept {

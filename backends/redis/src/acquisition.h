@@ -42,6 +42,9 @@ class RedisAcquisition final : public spi::Acquisition {
 
  private:
   spi::Attempt attempt_once();
+  // Starts the blocking wait (grant_wait.h); `with_attempt`: preceded by the silent first
+  // attempt (RedisBackend::append_silent_acquire). False if no connection could be had.
+  bool start_wait(bool with_attempt) noexcept;
   void stop_wait() noexcept;
 
   RedisBackend& backend_;

@@ -30,7 +30,8 @@ std::string seconds_text(std::chrono::milliseconds d) {
 
 GrantWait::GrantWait(std::unique_ptr<Connection> conn, const Scripts& scripts, std::string hash,
                      std::string readers, std::string grants, std::string_view owner,
-                     std::chrono::milliseconds lease, std::chrono::milliseconds heartbeat)
+                     std::chrono::milliseconds lease, std::chrono::milliseconds heartbeat,
+                     const std::function<void(Connection&)>& before)
     : conn_(std::move(conn)),
       scripts_(scripts),
       hash_(std::move(hash)),
@@ -39,6 +40,7 @@ GrantWait::GrantWait(std::unique_ptr<Connection> conn, const Scripts& scripts, s
       owner_(owner),
       lease_(std::to_string(lease.count())),
       blpop_timeout_(seconds_text(heartbeat)) {
+  if (before) before(*conn_);
   send();
 }
 

@@ -8,6 +8,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -32,11 +33,13 @@ class GrantWait {
   };
 
   // Sends BLPOP on `grants` (timeout: `heartbeat`) and the pick-up of `owner`'s hold of the
-  // lock (`hash`, `readers`) for `lease` on `conn`, which must be idle.
+  // lock (`hash`, `readers`) for `lease` on `conn`, which must be idle. `before`, if set,
+  // queues commands that go first, in the same write, and are answered with no reply (the
+  // silent first attempt: RedisBackend::append_silent_acquire).
   // Throws Error(unavailable) if sending fails.
   GrantWait(std::unique_ptr<Connection> conn, const Scripts& scripts, std::string hash, std::string readers,
             std::string grants, std::string_view owner, std::chrono::milliseconds lease,
-            std::chrono::milliseconds heartbeat);
+            std::chrono::milliseconds heartbeat, const std::function<void(Connection&)>& before = {});
   // Closing the connection mid-BLPOP ends the BLPOP on the server. Never throws.
   ~GrantWait() = default;
   GrantWait(const GrantWait&) = delete;

@@ -78,6 +78,10 @@ RedisBackend::RedisBackend(RedisOptions options) : options_(std::move(options)),
   auto first = Connection::open(options_);
   scripts_ = std::make_unique<Scripts>(*first);
   check_permissions(*first, *scripts_, options_);
+  // A user denied CLIENT REPLY waits with a plain first attempt (one reply more per wait).
+  const std::string_view reply_on[] = {"CLIENT", "REPLY", "ON"};
+  Reply on = first->command(reply_on);
+  client_reply_allowed_ = on->type == REDIS_REPLY_STATUS;
   pool_.add(std::move(first));
 }
 
@@ -143,6 +147,37 @@ long long RedisBackend::run_acquire(const spi::AttemptRequest& req, bool may_hol
     if (r->type != REDIS_REPLY_INTEGER) conn.fail("acquire script", r.get());
     return r->integer;
   });
+}
+
+void RedisBackend::append_silent_acquire(Connection& c, const spi::AttemptRequest& req) const {
+  const LockKeys k(options_.prefix, req.name, options_.db);
+  const std::string lease = ms_text(req.lease);
+  const std::string heartbeat = ms_text(options_.fair_heartbeat);
+  const std::string_view keys[] = {k.hash,      k.readers,  k.counter, k.queue,
+                                   k.deadlines, k.arrivals, marker_};
+  const std::string_view args[] = {req.owner_key, req.mode == LockMode::shared ? "s" : "x", lease,
+                                   req.waiter_id, "1", heartbeat, k.channel, "0", grace_text_, c.run_id,
+                                   "1"};
+  const std::string_view skip[] = {"CLIENT", "REPLY", "SKIP"};
+  c.append(skip);
+  scripts_->append(c, Script::acquire, keys, args);
+}
+
+bool RedisBackend::queues_at_once(std::string_view name) {
+  if (!client_reply_allowed_) return false;
+  std::lock_guard lock(wait_mu_);
+  return busy_names_.count(std::string(name)) > 0;
+}
+
+void RedisBackend::note_busy(std::string_view name) {
+  constexpr std::size_t kMaxNames = 4096;  // then forgotten all at once: a cache, not a record
+  std::lock_guard lock(wait_mu_);
+  try {
+    if (busy_names_.size() >= kMaxNames) busy_names_.clear();
+    busy_names_.emplace(name);
+  } catch (const std::bad_alloc&) {
+    // Not noted: the next wait on this name starts with a plain attempt.
+  }
 }
 
 void RedisBackend::abandon(const spi::AttemptRequest& req) noexcept {

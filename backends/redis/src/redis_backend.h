@@ -5,6 +5,7 @@
 #include <memory>
 #include <mutex>
 #include <string>
+#include <unordered_set>
 #include <vector>
 
 #include "dlock/spi/backend.h"
@@ -60,6 +61,18 @@ class RedisBackend : public spi::Backend {
   // request that answered left. Throws Error(unavailable) on transport failure or a
   // transient server refusal (READONLY, OOM, LOADING…).
   long long run_acquire(const spi::AttemptRequest& req, bool may_hold, Clock::time_point& sent);
+  // Queues, without sending, CLIENT REPLY SKIP and the acquire script as the first attempt
+  // of `req` (a caller that waits), told that nothing reads its reply (ARGV[11]): a grant is
+  // pushed to the caller's own grant list, where the BLPOP queued right behind returns it at
+  // once. So a waiter queues and blocks in one write, and the server writes nothing back
+  // until the grant. A failure of that attempt (NOSCRIPT, OOM, a data-loss pause) shows at
+  // the caller's next refresh, within fair_heartbeat/3.
+  void append_silent_acquire(Connection& c, const spi::AttemptRequest& req) const;
+  // Whether a waiting acquire of `name` should start with the silent attempt: the user may
+  // run CLIENT REPLY, and this process's last first attempt on `name` found it busy (a
+  // contended name; elsewhere the plain attempt is cheaper: one script, no BLPOP).
+  bool queues_at_once(std::string_view name);
+  void note_busy(std::string_view name);
   // One EVALSHA of lua/abandon.lua. Never throws (best effort: the heartbeat deadline drops
   // the entry, the lease ends a stray grant).
   void abandon(const spi::AttemptRequest& req) noexcept;
@@ -82,6 +95,8 @@ class RedisBackend : public spi::Backend {
   std::string grace_text_;  // the pause after data loss, in ms
   std::mutex wait_mu_;
   std::vector<std::unique_ptr<Connection>> idle_waits_;  // guarded by wait_mu_
+  std::unordered_set<std::string> busy_names_;           // guarded by wait_mu_
+  bool client_reply_allowed_ = false;                     // CLIENT REPLY (ACL)
 };
 
 }  // namespace dlock::redis

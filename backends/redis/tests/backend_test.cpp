@@ -48,6 +48,18 @@ class RedisBackendTest : public ::testing::Test {
     if (held) waiting_.erase(id);
     return held;
   }
+  // A caller that waits, as the core makes it: attempts, and after a busy one waits for the
+  // wake-up (wait_fd), until granted or `within` passed. A waiting acquire of a name seen
+  // busy before answers its first attempt busy without a round trip (it queued and blocked
+  // at once): its grant comes with the wake-up.
+  HeldPtr wait_get(const Req& r, milliseconds within = 2000ms) {
+    const auto until = std::chrono::steady_clock::now() + within;
+    for (;;) {
+      if (auto held = try_get(r)) return held;
+      const auto left = std::chrono::duration_cast<milliseconds>(until - std::chrono::steady_clock::now());
+      if (left <= 0ms || !waiting_[r.waiter.empty() ? r.owner : r.waiter]->woken(left)) return nullptr;
+    }
+  }
   // The waiting caller gives up (times out, is cancelled): its acquire call ends.
   void give_up(const Req& r) { waiting_.erase(r.waiter.empty() ? r.owner : r.waiter); }
   LockKeys keys(std::string_view name) const { return LockKeys(prefix_, name, backend_->options().db); }
@@ -185,7 +197,7 @@ TEST_F(RedisBackendTest, RetriedAcquireRecognisesItsOwnGrant) {
   EXPECT_TRUE(backend_->release(*again));
   EXPECT_EQ(raw_->integer({"EXISTS", keys("ra").hash}), 0);
   // Another owner is still refused, of course.
-  auto r = try_get({"ra", "c1:r", LockMode::shared, 10s, false, true, "ra-r"});
+  auto r = wait_get({"ra", "c1:r", LockMode::shared, 10s, false, true, "ra-r"});
   ASSERT_TRUE(r);
   EXPECT_EQ(raw_->string({"HGET", keys("ra").hash, "c1:r"}), "1");
   EXPECT_FALSE(try_get({"ra", "c1:w"}));
@@ -446,6 +458,63 @@ TEST_F(RedisBackendTest, QueuedReadersAreLetInTogether) {
   for (auto& r : readers) EXPECT_TRUE(backend_->release(*r));
   EXPECT_TRUE(reqs[3]->woken(2s));
   EXPECT_TRUE(reqs[3]->try_get());
+}
+
+// A waiter on a name this process saw busy queues and blocks in one write, and the server
+// writes nothing back to it until the grant: its first attempt is answered without a reply.
+TEST_F(RedisBackendTest, AWaiterOnAContendedNameQueuesAndBlocksInOneWrite) {
+  auto h = try_get({"qw", "c1:h"});
+  ASSERT_TRUE(h);
+  {
+    Acquire first(*backend_, {"qw", "c1:a", LockMode::exclusive, 10s, false, true, "qw-a"});
+    EXPECT_FALSE(first.try_get());  // a plain attempt: busy, and "qw" is now known contended
+  }  // gives up: abandoned
+  EXPECT_EQ(raw_->integer({"ZCARD", keys("qw").queue}), 0);
+  auto silent_calls = [&] {  // CLIENT REPLY SKIP: the attempt whose reply nobody reads
+    auto info = raw_->string({"INFO", "commandstats"}).value_or("");
+    auto at = info.find("cmdstat_client|reply:calls=");
+    return at == std::string::npos ? 0LL : std::stoll(info.substr(at + 27));
+  };
+  const long long silent_before = silent_calls();
+  Acquire b(*backend_, {"qw", "c1:b", LockMode::exclusive, 10s, false, true, "qw-b"});
+  EXPECT_FALSE(b.try_get());
+  // Queued by the silent attempt (no round trip was waited for: look until it shows).
+  const auto until = std::chrono::steady_clock::now() + 2s;
+  while (raw_->integer({"ZCARD", keys("qw").queue}) == 0 && std::chrono::steady_clock::now() < until) {
+    std::this_thread::sleep_for(1ms);
+  }
+  EXPECT_EQ(raw_->integer({"ZCARD", keys("qw").queue}), 1);
+  EXPECT_EQ(silent_calls() - silent_before, 1) << "not queued by a silent attempt";
+  EXPECT_FALSE(b.woken(100ms)) << "the server answered the silent attempt";
+  EXPECT_TRUE(backend_->release(*h));
+  ASSERT_TRUE(b.woken(2s)) << "no grant after the release";
+  auto g = b.try_get();
+  ASSERT_TRUE(g);
+  EXPECT_EQ(raw_->string({"HGET", keys("qw").hash, "c1:b"}), "1");
+  EXPECT_GT(raw_->integer({"PTTL", keys("qw").hash}), 9000) << "the pick-up did not give the full lease";
+  EXPECT_TRUE(backend_->release(*g));
+}
+
+// The silent attempt's failures show at the waiter's next refresh: after SCRIPT FLUSH it ran
+// nothing (NOSCRIPT, unanswered), and the refresh loads the script and queues or grants.
+TEST_F(RedisBackendTest, ASilentAttemptThatFailedIsMadeGoodByTheRefresh) {
+  auto h = try_get({"qf", "c1:h"});
+  ASSERT_TRUE(h);
+  {
+    Acquire first(*backend_, {"qf", "c1:a", LockMode::exclusive, 10s, false, true, "qf-a"});
+    EXPECT_FALSE(first.try_get());
+  }
+  raw_->cmd({"SCRIPT", "FLUSH"});
+  Acquire b(*backend_, {"qf", "c1:b", LockMode::exclusive, 10s, false, true, "qf-b"});
+  EXPECT_FALSE(b.try_get());
+  EXPECT_LE(b.fallback_poll(), 400ms / 3 + 1ms) << "a failed silent attempt must be retried within the heartbeat";
+  std::this_thread::sleep_for(50ms);
+  EXPECT_EQ(raw_->integer({"ZCARD", keys("qf").queue}), 0) << "NOSCRIPT, yet queued";
+  EXPECT_TRUE(backend_->release(*h));
+  std::this_thread::sleep_for(b.fallback_poll());
+  auto g = b.try_get();  // the refresh, as the core makes it after the fallback poll
+  ASSERT_TRUE(g);
+  EXPECT_TRUE(backend_->release(*g));
 }
 
 }  // namespace
