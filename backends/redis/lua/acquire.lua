@@ -143,6 +143,8 @@ if will_wait then
 end
 -- The holder's remaining lease bounds the caller's sleep; +1 so that a lease in its last
 -- millisecond still reads as a hint (0 means none: the lock is free, waiting for the queue).
+-- A caller that reads no reply gets none.
+if ARGV[11] == '1' then return 0 end
 local ttl = redis.call('PTTL', hash)
 if ttl < 0 then return 0 end
 return -(ttl + 1)
