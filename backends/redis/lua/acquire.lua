@@ -20,9 +20,18 @@ local owner, mode, lease = ARGV[1], ARGV[2], tonumber(ARGV[3])
 local waiter, will_wait = ARGV[4], ARGV[5] == '1'
 local heartbeat, channel = tonumber(ARGV[6]), ARGV[7]
 
--- Every grant returns through here.
+-- Every grant returns through here. A caller that reads no reply gets its grant as the queue
+-- hands one over: through its grant list, with the pick-up lease only (its pick-up, right
+-- behind, makes it full). Its attempt may have arrived after it gave up and abandoned: a
+-- grant to a caller that is gone lapses within the pick-up lease.
 local function granted(token)
   if ARGV[11] == '1' then
+    local pickup = math.min(lease, math.max(math.floor(heartbeat / 2), 1))
+    if mode == 'x' then
+      redis.call('PEXPIRE', hash, pickup)
+    else
+      redis.call('ZADD', readers, now() + pickup, owner)
+    end
     local grants = grant_list(hash, waiter)
     redis.call('RPUSH', grants, string.format('%d', token))
     redis.call('PEXPIRE', grants, heartbeat * 2)

@@ -9,6 +9,7 @@
 #include <thread>
 
 #include "keys.h"
+#include "scripts.h"
 #include "test_server.h"
 
 namespace dlock::redis::test {
@@ -515,6 +516,25 @@ TEST_F(RedisBackendTest, ASilentAttemptThatFailedIsMadeGoodByTheRefresh) {
   auto g = b.try_get();  // the refresh, as the core makes it after the fallback poll
   ASSERT_TRUE(g);
   EXPECT_TRUE(backend_->release(*g));
+}
+
+// A silent first attempt may still be on its way when its caller gives up and abandons: the
+// abandon can run first and the attempt then grant a free lock to a caller that is gone. Such
+// a grant must lapse like any grant nobody picked up: within the pick-up lease
+// (fair_heartbeat/2), not the full lease. (The BLPOP and pick-up behind it make it full.)
+TEST_F(RedisBackendTest, ASilentGrantNobodyPicksUpLapsesWithinThePickUpLease) {
+  const auto k = keys("sg");
+  const std::string marker = dataset_marker(prefix_);
+  const std::string grants = k.grants("sg-gone");
+  Reply r = raw_->cmd({"EVAL", lua::acquire, "7", k.hash, k.readers, k.counter, k.queue, k.deadlines, k.arrivals,
+                       marker, "c1:gone", "x", "10000", "sg-gone", "1", "400", k.channel, "0", "10000", "", "1"});
+  ASSERT_TRUE(r && r->type == REDIS_REPLY_INTEGER) << (r && r->str ? r->str : "no reply");
+  EXPECT_GT(r->integer, 0) << "the free lock was not granted";
+  EXPECT_EQ(raw_->string({"HGET", k.hash, "c1:gone"}), "1");
+  EXPECT_EQ(raw_->string({"LINDEX", grants, "0"}), std::to_string(r->integer)) << "the grant was not pushed";
+  const long long pttl = raw_->integer({"PTTL", k.hash});
+  EXPECT_GT(pttl, 0);
+  EXPECT_LE(pttl, 200) << "a grant nobody reads holds the lock for the full lease";
 }
 
 }  // namespace
