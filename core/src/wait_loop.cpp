@@ -27,13 +27,15 @@ class Notifier {
     if (event_fd_ >= 0) ::close(event_fd_);
   }
   void notify() {
-    Lock lock(mu_);
-    flag_ = true;
-    if (event_fd_ >= 0) {
-      const std::uint64_t one = 1;
-      [[maybe_unused]] ssize_t n = ::write(event_fd_, &one, sizeof one);  // full counter: already readable
+    {
+      Lock lock(mu_);
+      flag_ = true;
+      if (event_fd_ >= 0) {
+        const std::uint64_t one = 1;
+        [[maybe_unused]] ssize_t n = ::write(event_fd_, &one, sizeof one);  // full counter: already readable
+      }
     }
-    cv_.notify_one();
+    cv_.notify_one();  // outside the lock, as before: the woken waiter does not block on it
   }
   // Returns when notified, when `fd` (if >= 0) is readable, or at `t`.
   void wait_until(Clock::time_point t, int fd) {
