@@ -65,7 +65,7 @@ bool RedisAcquisition::start_wait(bool with_attempt) noexcept {
   try {
     const LockKeys k(o.prefix, req_.name, o.db);
     std::function<void(Connection&)> attempt;
-    if (with_attempt) attempt = [this](Connection& c) { backend_.append_silent_acquire(c, req_); };
+    if (with_attempt) attempt = [this, &k](Connection& c) { backend_.append_silent_acquire(c, req_, k); };
     // Before sending: the attempt may have queued us or granted even if sending fails, so
     // the next attempts look for our hold and the give-up abandons.
     tried_ = true;

@@ -149,8 +149,8 @@ long long RedisBackend::run_acquire(const spi::AttemptRequest& req, bool may_hol
   });
 }
 
-void RedisBackend::append_silent_acquire(Connection& c, const spi::AttemptRequest& req) const {
-  const LockKeys k(options_.prefix, req.name, options_.db);
+void RedisBackend::append_silent_acquire(Connection& c, const spi::AttemptRequest& req,
+                                         const LockKeys& k) const {
   const std::string lease = ms_text(req.lease);
   const std::string heartbeat = ms_text(options_.fair_heartbeat);
   const std::string_view keys[] = {k.hash,      k.readers,  k.counter, k.queue,

@@ -10,6 +10,7 @@
 
 #include "dlock/spi/backend.h"
 #include "connection.h"
+#include "keys.h"
 #include "options.h"
 #include "pool.h"
 #include "scripts.h"
@@ -67,7 +68,8 @@ class RedisBackend : public spi::Backend {
   // once. So a waiter queues and blocks in one write, and the server writes nothing back
   // until the grant. A failure of that attempt (NOSCRIPT, OOM, a data-loss pause) shows at
   // the caller's next refresh, within fair_heartbeat/3.
-  void append_silent_acquire(Connection& c, const spi::AttemptRequest& req) const;
+  // `k`: req.name's keys, as the caller already built them.
+  void append_silent_acquire(Connection& c, const spi::AttemptRequest& req, const LockKeys& k) const;
   // Whether a waiting acquire of `name` should start with the silent attempt: the user may
   // run CLIENT REPLY, and this process's last first attempt on `name` found it busy (a
   // contended name; elsewhere the plain attempt is cheaper: one script, no BLPOP).
