@@ -27,6 +27,24 @@ Clock::duration timed(F f) {
   return Clock::now() - t0;
 }
 
+// Options whose cancel token is stopped `delay` from now, by a thread joined on destruction.
+class CancelledAfter {
+ public:
+  explicit CancelledAfter(std::chrono::milliseconds delay)
+      : thread_([this, delay] {
+          std::this_thread::sleep_for(delay);
+          stop_.request_stop();
+        }) {
+    options.cancel = stop_.get_token();
+  }
+  ~CancelledAfter() { thread_.join(); }
+  AcquireOptions options;
+
+ private:
+  std::stop_source stop_;
+  std::thread thread_;
+};
+
 TEST_F(WaitTest, TryOnceAndPastDeadlineReturnAtOnce) {
   auto held = holder->try_lock("x");
   ASSERT_TRUE(held);
@@ -58,22 +76,15 @@ TEST_F(WaitTest, BlockingAcquireThrowsTimedOut) {
 
 TEST_F(WaitTest, InfiniteWaitEndsOnCancel) {
   auto held = holder->try_lock("x");
-  std::stop_source stop;
-  std::thread canceller([&] {
-    std::this_thread::sleep_for(100ms);
-    stop.request_stop();
-  });
-  AcquireOptions o;
-  o.cancel = stop.get_token();
+  CancelledAfter cancel(100ms);
   auto d = timed([&] {
     try {
-      (void)waiter->lock("x", o);
+      (void)waiter->lock("x", cancel.options);
       ADD_FAILURE() << "acquired a held lock";
     } catch (const Error& e) {
       EXPECT_EQ(e.code(), ErrorCode::cancelled);
     }
   });
-  canceller.join();
   EXPECT_LT(d, 300ms);
 }
 
@@ -159,15 +170,8 @@ TEST(WaitFd, AReadableWaitFdWakesTheWaiterAndCancelStillEndsTheWait) {
 
   auto again = holder->try_lock("y");
   ASSERT_TRUE(again);
-  std::stop_source stop;
-  std::thread canceller([&] {
-    std::this_thread::sleep_for(100ms);
-    stop.request_stop();
-  });
-  AcquireOptions o;
-  o.cancel = stop.get_token();
-  d = timed([&] { EXPECT_FALSE(p->try_lock("y", Wait::for_duration(5s), o)); });
-  canceller.join();
+  CancelledAfter cancel(100ms);
+  d = timed([&] { EXPECT_FALSE(p->try_lock("y", Wait::for_duration(5s), cancel.options)); });
   EXPECT_LT(d, 1s) << "cancel did not interrupt the poll";
 }
 
