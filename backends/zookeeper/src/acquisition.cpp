@@ -1,6 +1,7 @@
 #include "acquisition.h"
 
 #include <algorithm>
+#include <atomic>
 #include <mutex>
 #include <random>
 #include <set>
@@ -8,6 +9,7 @@
 #include "errors.h"
 #include "held_lock.h"
 #include "names.h"
+#include "testing.h"
 
 namespace dlock::zookeeper {
 
@@ -52,6 +54,9 @@ class WaiterSink final : public WatchSink {
 
 namespace {
 
+std::atomic<std::uint64_t> relists{0};
+std::atomic<std::uint64_t> grants_after_relist{0};
+
 std::string random_id() {
   thread_local std::mt19937_64 rng{std::random_device{}()};
   static constexpr char kHex[] = "0123456789abcdef";
@@ -78,7 +83,9 @@ ZkAcquisition::ZkAcquisition(std::shared_ptr<Client> client, const spi::AttemptR
 
 ZkAcquisition::~ZkAcquisition() {
   // Giving up (or granted with a watch left): take the watch off the server too.
-  if (conn_ && !watching_.empty()) conn_->unwatch(watching_, sink_.get(), /*drop_server_watch=*/true);
+  if (conn_) {
+    for (const auto& w : watching_) conn_->unwatch(w, sink_.get(), /*drop_server_watch=*/true);
+  }
   if (granted_ || !conn_ || conn_->dead()) return;
   if (!node_.empty()) {
     delete_now_or_later(node_);
@@ -135,6 +142,7 @@ void ZkAcquisition::forget_session() {
 }
 
 spi::Attempt ZkAcquisition::attempt() {
+  listed_ = false;
   if (conn_ && conn_->dead()) forget_session();
   if (create_unknown_) return recover();
   if (node_.empty()) return enqueue(0);
@@ -216,6 +224,8 @@ spi::Attempt ZkAcquisition::recover() {
 }
 
 spi::Attempt ZkAcquisition::relist() {
+  listed_ = true;
+  relists.fetch_add(1, std::memory_order_relaxed);
   const auto sent = Clock::now();
   auto l = client_->await(conn_->children(parent_));
   if (!l || l->rc != ZOK) throw translate_error(conn_->where(), "listing", parent_, l ? l->rc : kTimedOut);
@@ -251,7 +261,7 @@ spi::Attempt ZkAcquisition::evaluate(const std::vector<std::string>& names, Cloc
     node_.clear();
     return spi::Busy{};
   }
-  watch_predecessor();
+  watch_nearest();
   return spi::Busy{};
 }
 
@@ -264,21 +274,9 @@ spi::Attempt ZkAcquisition::from_snapshot() {
       own_session_node_gone = true;
     }
     std::erase(lower_, path);
-    if (!watching_.empty() && path == watching_) {
-      watching_.clear();
-      watched_went = true;
-    }
+    if (std::erase(watching_, path) > 0) watched_went = true;
   }
-  if (events.failed.contains(watching_)) watching_.clear();
-  if (watched_went && !lower_.empty()) {
-    // Older nodes than the one that went are still in our snapshot. Usually they are long
-    // gone (the node we watched held the lock after them: with 4 contenders, every hand-off
-    // looked like this), but not always: a waiter that gave up or whose session ended
-    // leaves older nodes in place, so we cannot take the lock on the strength of the event.
-    // One listing settles them all in one round trip, where watching each stale node in
-    // turn cost a round trip per node on the hand-off's path.
-    return relist();
-  }
+  for (const auto& path : events.failed) std::erase(watching_, path);  // set again below
   if (lower_.empty()) {
     // Older nodes only ever disappear: with none left we hold the lock, no round trip...
     auto basis = conn_->last_answered_sent();
@@ -305,7 +303,15 @@ spi::Attempt ZkAcquisition::from_snapshot() {
     }
     return grant(basis);
   }
-  if (watching_ != lower_.back()) watch_predecessor();
+  if (watched_went && !all_watched()) {
+    // A watched node went and older ones we do not watch are still in our snapshot. Usually
+    // they are long gone (the node that went held the lock after them), but not always: a
+    // waiter that gave up or whose session ended leaves older nodes in place. One listing
+    // settles them all. With two watches this is the older one going while the nearer one
+    // still holds the lock or waits: off the hand-off's path.
+    return relist();
+  }
+  watch_nearest();
   return spi::Busy{};
 }
 
@@ -322,23 +328,41 @@ void ZkAcquisition::delete_now_or_later(const std::string& node) noexcept {
   Conn::guaranteed_delete(conn_, node);
 }
 
-void ZkAcquisition::watch_predecessor() {
-  if (!watching_.empty()) conn_->unwatch(watching_, sink_.get());
-  watching_ = lower_.back();
-  conn_->watch(watching_, sink_);
+bool ZkAcquisition::all_watched() const {
+  return std::all_of(lower_.begin(), lower_.end(), [&](const std::string& n) {
+    return std::find(watching_.begin(), watching_.end(), n) != watching_.end();
+  });
+}
+
+void ZkAcquisition::watch_nearest() {
+  const auto nearest = lower_.end() - static_cast<std::ptrdiff_t>(std::min<std::size_t>(2, lower_.size()));
+  // Nodes only leave lower_, so a watched node that is still in it stays among the nearest.
+  std::erase_if(watching_, [&](const std::string& w) {
+    if (std::find(nearest, lower_.end(), w) != lower_.end()) return false;
+    conn_->unwatch(w, sink_.get());  // gone (a listing dropped it): its watch fires anyway
+    return true;
+  });
+  for (auto it = nearest; it != lower_.end(); ++it) {
+    if (std::find(watching_.begin(), watching_.end(), *it) != watching_.end()) continue;
+    watching_.push_back(*it);
+    conn_->watch(*it, sink_);
+  }
 }
 
 spi::Attempt ZkAcquisition::grant(Clock::time_point basis) {
-  if (!watching_.empty()) {
-    conn_->unwatch(watching_, sink_.get());
-    watching_.clear();
-  }
+  for (const auto& w : watching_) conn_->unwatch(w, sink_.get());
+  watching_.clear();
+  if (listed_) grants_after_relist.fetch_add(1, std::memory_order_relaxed);
   auto lock = std::make_shared<ZkHeldLock>(std::string(req_.name), req_.mode, std::string(req_.owner_key),
                                            static_cast<std::uint64_t>(czxid_),
                                            basis + client_->safe_session_span(), conn_, node_);
   granted_ = true;
   conn_->holds().add(lock);  // marks it lost at once if the session just ended
   return std::shared_ptr<spi::HeldLock>(std::move(lock));
+}
+
+testing::WaitCounters testing::wait_counters() {
+  return {relists.load(), grants_after_relist.load()};
 }
 
 }  // namespace dlock::zookeeper

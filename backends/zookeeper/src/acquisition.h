@@ -4,10 +4,13 @@
 // waiting, lists the container's children (1 round trip: ZooKeeper answers one session's
 // requests in order, so the list contains our node). We hold the lock when no relevant
 // node is older than ours (exclusive: any; shared: an exclusive one). Otherwise we watch
-// only the youngest relevant older node (no herd) with a data watch, and keep the snapshot:
-// older nodes can only disappear, so when the watched one goes we are granted with no round
-// trip, or watch the next. The node is our queue place between attempts; the destructor
-// deletes it (guaranteed delete) unless an attempt returned a grant.
+// the two youngest relevant older nodes with data watches (so a node has at most two
+// watchers: no herd) and keep the snapshot: older nodes can only disappear, so when the
+// last of them goes we are granted with no round trip. The second watch keeps the snapshot
+// exact: when the older of the two goes (usually: it held the lock, and the nearer one holds
+// it now), one listing drops the nodes that went unseen before it, while the nearer one still
+// holds the lock, off the hand-off's path. The node is our queue place between attempts; the
+// destructor deletes it (guaranteed delete) unless an attempt returned a grant.
 #pragma once
 
 #include <chrono>
@@ -41,7 +44,9 @@ class ZkAcquisition final : public spi::Acquisition {
   spi::Attempt from_snapshot();
   spi::Attempt grant(Clock::time_point basis);
   void make_parent();
-  void watch_predecessor();
+  // Watches the two youngest nodes of lower_ (drops watches on nodes no longer in it).
+  void watch_nearest();
+  bool all_watched() const;
   void delete_now_or_later(const std::string& node) noexcept;
   void forget_session();
   // After a create whose answer never came: finds the node by our id and deletes it, in
@@ -61,8 +66,9 @@ class ZkAcquisition final : public spi::Acquisition {
   bool create_unknown_ = false;     // a create went out and its answer never came
   bool need_list_ = false;          // our node exists but the listing failed
   std::vector<std::string> lower_;  // the older relevant nodes (full paths), oldest first
-  std::string watching_;            // the node our watch is on; empty: none
+  std::vector<std::string> watching_;  // the nodes our watches are on (at most two)
   bool granted_ = false;
+  bool listed_ = false;  // this attempt listed the children after a watch event
 };
 
 }  // namespace dlock::zookeeper

@@ -1,7 +1,8 @@
-// Test hook: the ZooKeeper sessions this process holds open, so a test can make the server
+// Test hooks. The ZooKeeper sessions this process holds open, so a test can make the server
 // expire one (open a second handle with the same id and password, then close it: the
-// server then expires the first, as it would after a long network partition). Only the
-// conformance suite and the backend's own tests use it; nothing here leaves the process.
+// server then expires the first, as it would after a long network partition); and counters
+// of the waiters' listings. Only the conformance suite and the backend's own tests use
+// them; nothing here leaves the process.
 #pragma once
 
 #include <array>
@@ -21,5 +22,16 @@ struct LiveSession {
 // The connected sessions of every provider in this process whose lock root is `root`
 // (e.g. "/dlock" or "/chroot/prefix").
 std::vector<LiveSession> sessions_under(const std::string& root);
+
+// Process-wide, since the process started: how often a waiter listed the children again
+// (a watched node went while older ones it did not watch were still in its snapshot, or a
+// listing had failed), and how many grants came in the same attempt as such a listing: a
+// hand-off that paid a round trip after the watch event instead of granting from the
+// snapshot.
+struct WaitCounters {
+  std::uint64_t relists = 0;
+  std::uint64_t grants_after_relist = 0;
+};
+WaitCounters wait_counters();
 
 }  // namespace dlock::zookeeper::testing

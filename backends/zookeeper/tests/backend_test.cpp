@@ -6,6 +6,7 @@
 #include <atomic>
 #include <chrono>
 #include <thread>
+#include <vector>
 
 #include "dlock/dlock.h"
 #include "names.h"
@@ -99,6 +100,65 @@ TEST(ZkBackend, WaiterIsHandedTheLockAndTokensIncrease) {
   EXPECT_TRUE(first->release());
   waiter.join();
   EXPECT_GT(t2.load(), t1);
+}
+
+// Waits up to 10 s for `done`; false if it never came.
+template <class Pred>
+bool eventually(Pred done) {
+  const auto deadline = Clock::now() + 10s;
+  while (!done()) {
+    if (Clock::now() > deadline) return false;
+    std::this_thread::sleep_for(2ms);
+  }
+  return true;
+}
+
+TEST(ZkBackend, HandOffsDownAQueueGrantFromTheSnapshotWithoutListing) {
+  // A holder and three waiters, queued in turn on four sessions: the last one's snapshot
+  // holds the holder and both waiters ahead. Each release must hand the lock to the next
+  // waiter on the strength of the watch event alone: a listing after the event would put a
+  // round trip on every hand-off (the last two waiters' snapshots still hold nodes that went
+  // without them hearing of it).
+  const auto prefix = fresh_prefix();
+  auto zh = raw();
+  std::vector<std::shared_ptr<ILockProvider>> p;
+  for (int i = 0; i < 4; ++i) p.push_back(dlock::open(uri_for(prefix)));
+  auto holder = p[0]->try_lock("q");
+  ASSERT_TRUE(holder);
+
+  constexpr int kWaiters = 3;
+  std::atomic<bool> granted[kWaiters + 1] = {};
+  std::atomic<bool> release_now[kWaiters + 1] = {};
+  std::vector<std::thread> waiters;
+  for (int i = 1; i <= kWaiters; ++i) {
+    waiters.emplace_back([&, i] {
+      auto l = p[static_cast<std::size_t>(i)]->try_lock("q", Wait::for_duration(20s));
+      if (!l) return;
+      granted[i] = true;
+      (void)eventually([&] { return release_now[i].load(); });
+      l->release();
+    });
+    ASSERT_TRUE(eventually([&] { return lock_nodes(zh.get(), prefix).size() == static_cast<std::size_t>(i + 1); }))
+        << "waiter " << i << " did not queue";
+  }
+
+  const auto before = testing::wait_counters();
+  EXPECT_TRUE(holder->release());
+  for (int i = 1; i <= kWaiters; ++i) {
+    ASSERT_TRUE(eventually([&] { return granted[i].load(); })) << "waiter " << i << " was not granted";
+    // The waiters behind settle their snapshots while this one holds the lock, off the
+    // hand-off's path: the last waiter lists once, when the first one's node goes (it
+    // watches the two nodes ahead of it; the holder's went unseen).
+    const std::uint64_t settled[] = {0, 0, 1, 1};
+    (void)eventually([&] { return testing::wait_counters().relists - before.relists >= settled[i]; });
+    release_now[i] = true;
+  }
+  for (auto& t : waiters) t.join();
+  const auto after = testing::wait_counters();
+  EXPECT_EQ(after.grants_after_relist - before.grants_after_relist, 0u)
+      << "hand-offs that listed the children after the watch event";
+  EXPECT_LE(after.relists - before.relists, static_cast<std::uint64_t>(kWaiters)) << "listings by the waiters";
+  EXPECT_TRUE(lock_nodes(zh.get(), prefix).empty());
 }
 
 TEST(ZkBackend, MissingChrootIsAClearError) {
