@@ -20,7 +20,10 @@ ZkBackend::ZkBackend(ZkOptions options) : client_(std::make_shared<Client>(std::
   const auto s = client_->session_timeout();
   caps_.default_lease = s;
   caps_.lost_signal_bound = s;
-  caps_.crash_release_bound = s;
+  // The server expires a session at the first tick after S without a word from it, so a
+  // crashed holder's node can stay up to S + one tick; a tick is at most S/2 (ZooKeeper
+  // grants no session shorter than two ticks unless minSessionTimeout was lowered).
+  caps_.crash_release_bound = s + s / 2;
 }
 
 std::unique_ptr<spi::Acquisition> ZkBackend::begin_acquire(const spi::AttemptRequest& request,
