@@ -190,7 +190,12 @@ TEST(ZkBackend, ClosedPortIsUnavailableWithinConnectTimeout) {
 
 TEST(ZkBackend, SessionExpiryFiresLostOnEveryHoldAtOnce) {
   const auto prefix = fresh_prefix();
-  auto p = dlock::open(uri_for(prefix));
+  // S = 4 s: the S-based estimate cannot fire until well over 2 s after the session's last
+  // answer, so lost within a round's 1 s window comes from the session event. (With S = 1 s
+  // a round whose takeover failed could see the estimate fire after about 700 ms, and
+  // nothing told the two apart.)
+  auto p = dlock::open("zk://" + hosts() + "/?prefix=" + prefix +
+                       "&session_timeout=4s&connect_timeout=1s&command_timeout=1s");
   auto l1 = p->try_lock("a");
   auto l2 = p->try_lock("b");
   auto l3 = p->try_lock_shared("c");
