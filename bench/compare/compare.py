@@ -107,6 +107,10 @@ def run_bench(ctx, b, with_peers):
                 data = json.load(j)
         except (OSError, ValueError):
             raise RuntimeError("dlock-bench gave no JSON (exit %d): %s" % (p.returncode, p.stderr.strip()[-200:]))
+    # A section that failed leaves its rows out: say why, or the table only shows a gap.
+    for e in data.get("errors", []):
+        print("compare:   dlock-bench section %s failed: %s" % (e.get("section"), e.get("message")),
+              file=sys.stderr, flush=True)
     return data
 
 
