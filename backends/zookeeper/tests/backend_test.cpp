@@ -102,17 +102,6 @@ TEST(ZkBackend, WaiterIsHandedTheLockAndTokensIncrease) {
   EXPECT_GT(t2.load(), t1);
 }
 
-// Waits up to 10 s for `done`; false if it never came.
-template <class Pred>
-bool eventually(Pred done) {
-  const auto deadline = Clock::now() + 10s;
-  while (!done()) {
-    if (Clock::now() > deadline) return false;
-    std::this_thread::sleep_for(2ms);
-  }
-  return true;
-}
-
 TEST(ZkBackend, HandOffsDownAQueueGrantFromTheSnapshotWithoutListing) {
   // A holder and three waiters, queued in turn on four sessions: the last one's snapshot
   // holds the holder and both waiters ahead. Each release must hand the lock to the next
@@ -135,22 +124,22 @@ TEST(ZkBackend, HandOffsDownAQueueGrantFromTheSnapshotWithoutListing) {
       auto l = p[static_cast<std::size_t>(i)]->try_lock("q", Wait::for_duration(20s));
       if (!l) return;
       granted[i] = true;
-      (void)eventually([&] { return release_now[i].load(); });
+      (void)eventually([&] { return release_now[i].load(); }, 10s);
       l->release();
     });
-    ASSERT_TRUE(eventually([&] { return lock_nodes(zh.get(), prefix).size() == static_cast<std::size_t>(i + 1); }))
+    ASSERT_TRUE(eventually([&] { return lock_nodes(zh.get(), prefix).size() == static_cast<std::size_t>(i + 1); }, 10s))
         << "waiter " << i << " did not queue";
   }
 
   const auto before = testing::wait_counters();
   EXPECT_TRUE(holder->release());
   for (int i = 1; i <= kWaiters; ++i) {
-    ASSERT_TRUE(eventually([&] { return granted[i].load(); })) << "waiter " << i << " was not granted";
+    ASSERT_TRUE(eventually([&] { return granted[i].load(); }, 10s)) << "waiter " << i << " was not granted";
     // The waiters behind settle their snapshots while this one holds the lock, off the
     // hand-off's path: the last waiter lists once, when the first one's node goes (it
     // watches the two nodes ahead of it; the holder's went unseen).
     const std::uint64_t settled[] = {0, 0, 1, 1};
-    (void)eventually([&] { return testing::wait_counters().relists - before.relists >= settled[i]; });
+    (void)eventually([&] { return testing::wait_counters().relists - before.relists >= settled[i]; }, 10s);
     release_now[i] = true;
   }
   for (auto& t : waiters) t.join();

@@ -25,14 +25,6 @@ std::string proxied_uri(const TcpProxy& proxy, const std::string& prefix) {
          "&session_timeout=2s&connect_timeout=2s&command_timeout=1s";
 }
 
-// Waits until `pred` holds or `limit` passes; returns pred().
-template <class Pred>
-bool eventually(Pred pred, Clock::duration limit) {
-  const auto deadline = Clock::now() + limit;
-  while (!pred() && Clock::now() < deadline) std::this_thread::sleep_for(10ms);
-  return pred();
-}
-
 // A name's parent node made in advance (persistent), so the create under it can land while
 // the answers are dropped (the parent's own create would need an answer first).
 void make_parent(zhandle_t* zh, const std::string& prefix, const std::string& name) {

@@ -4,9 +4,11 @@
 
 #include <zookeeper/zookeeper.h>
 
+#include <chrono>
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <thread>
 #include <vector>
 
 namespace dlock::zookeeper::test {
@@ -34,5 +36,15 @@ std::uint16_t port();
 std::string four_letter(const std::string& word);
 // "Total watches:N" of the server's `wchs`: every watch of every session, server-wide.
 long total_watches();
+
+// Waits until `pred` holds or `limit` passes; returns pred().
+template <class Pred>
+bool eventually(Pred pred, std::chrono::steady_clock::duration limit) {
+  const auto deadline = std::chrono::steady_clock::now() + limit;
+  while (!pred() && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  return pred();
+}
 
 }  // namespace dlock::zookeeper::test
