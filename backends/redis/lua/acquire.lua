@@ -67,74 +67,79 @@ if refresh and mode == 'x' then
   end
 end
 
--- One call answers the common case: nobody holds the lock and nobody waits for it.
-local present = redis.call('EXISTS', hash, queue)
-if present == 0 then
-  if quiet_ms() > 0 then return -quiet_ms() end
-  local token = next_token(counter, lease)
-  take(hash, readers, false, mode, owner, lease)
-  return granted(token)
-end
-
 local me = member_of(mode, lease, waiter, owner)
-local held = redis.call('HGET', hash, 'mode')
-local queued = present - (held and 1 or 0) > 0
--- The common case under contention: a writer holds the lock and this is a caller's first
--- attempt: it can only queue. Everything else may grant (a free or shared lock, a waiter
--- that may have been handed it) and may purge (a waiter's refresh, every
--- fair_heartbeat/3, drops the dead waiters: also under a long hold, so they never pile up
--- while live waiters keep the queue's keys alive).
-if held ~= 'w' or refresh then
-  if quiet_ms() > 0 then return -quiet_ms() end
-  -- Checked before the first write below (purges and hand-overs issue tokens too).
-  last_token(counter)
-  held = purge_readers(hash, readers, held)
-  -- Waiters that stopped refreshing (crashed, hung) are dropped.
-  if queued and purge_waiters(queue, deadlines) and held ~= 'w' then
-    -- Dead waiters made room: the next ones (this caller, perhaps) get the lock now.
-    held = grant_queued(hash, readers, counter, queue, deadlines, arrivals, channel, held, heartbeat)
+-- A caller that expects the lock held (the silent first attempt on a name found busy before)
+-- reads the mode first: under a writer, that one read is all it needs before it queues.
+local mode_read = ARGV[11] == '1' and not refresh and redis.call('HGET', hash, 'mode')
+if mode_read ~= 'w' then
+  -- One call answers the common case: nobody holds the lock and nobody waits for it.
+  local present = redis.call('EXISTS', hash, queue)
+  if present == 0 then
+    if quiet_ms() > 0 then return -quiet_ms() end
+    local token = next_token(counter, lease)
+    take(hash, readers, false, mode, owner, lease)
+    return granted(token)
   end
 
-  -- This owner already holds it in this mode: the queue handed it over (to a caller that
-  -- waits: this is its pick-up, which turns the short pick-up lease into the full one, counted
-  -- from this request), or this is the retry of an attempt whose reply was lost (ARGV[8] says
-  -- when that can be); the core never asks twice otherwise. Grant it again, refreshed,
-  -- without counting twice, and with a new token: the caller sees this as a new hold, so its
-  -- token must exceed every earlier one.
-  if ARGV[8] == '1' and ((mode == 'x' and held == 'w') or (mode == 's' and held == 'r')) and
-      redis.call('HEXISTS', hash, owner) == 1 then
-    local token = next_token(counter, lease)
-    if mode == 'x' then
-      redis.call('PEXPIRE', hash, lease)
-    else
-      redis.call('ZADD', readers, now() + lease, owner)
-      if redis.call('PTTL', hash) < lease then
+  local held = mode_read or redis.call('HGET', hash, 'mode')
+  local queued = present - (held and 1 or 0) > 0
+  -- The common case under contention: a writer holds the lock and this is a caller's first
+  -- attempt: it can only queue. Everything else may grant (a free or shared lock, a waiter
+  -- that may have been handed it) and may purge (a waiter's refresh, every
+  -- fair_heartbeat/3, drops the dead waiters: also under a long hold, so they never pile up
+  -- while live waiters keep the queue's keys alive).
+  if held ~= 'w' or refresh then
+    if quiet_ms() > 0 then return -quiet_ms() end
+    -- Checked before the first write below (purges and hand-overs issue tokens too).
+    last_token(counter)
+    held = purge_readers(hash, readers, held)
+    -- Waiters that stopped refreshing (crashed, hung) are dropped.
+    if queued and purge_waiters(queue, deadlines) and held ~= 'w' then
+      -- Dead waiters made room: the next ones (this caller, perhaps) get the lock now.
+      held = grant_queued(hash, readers, counter, queue, deadlines, arrivals, channel, held, heartbeat)
+    end
+
+    -- This owner already holds it in this mode: the queue handed it over (to a caller that
+    -- waits: this is its pick-up, which turns the short pick-up lease into the full one, counted
+    -- from this request), or this is the retry of an attempt whose reply was lost (ARGV[8] says
+    -- when that can be); the core never asks twice otherwise. Grant it again, refreshed,
+    -- without counting twice, and with a new token: the caller sees this as a new hold, so its
+    -- token must exceed every earlier one.
+    if ARGV[8] == '1' and ((mode == 'x' and held == 'w') or (mode == 's' and held == 'r')) and
+        redis.call('HEXISTS', hash, owner) == 1 then
+      local token = next_token(counter, lease)
+      if mode == 'x' then
         redis.call('PEXPIRE', hash, lease)
-        redis.call('PEXPIRE', readers, lease)
+      else
+        redis.call('ZADD', readers, now() + lease, owner)
+        if redis.call('PTTL', hash) < lease then
+          redis.call('PEXPIRE', hash, lease)
+          redis.call('PEXPIRE', readers, lease)
+        end
       end
+      if queued then
+        redis.call('ZREM', queue, me)
+        redis.call('ZREM', deadlines, me)
+      end
+      redis.call('DEL', grant_list(hash, waiter))
+      return granted(token)
     end
-    if queued then
-      redis.call('ZREM', queue, me)
-      redis.call('ZREM', deadlines, me)
-    end
-    redis.call('DEL', grant_list(hash, waiter))
-    return granted(token)
-  end
 
-  -- While anyone waits, only the head of the queue may take the lock: nobody barges, and a
-  -- waiting writer keeps new readers out.
-  local fits = (mode == 'x' and not held) or (mode == 's' and held ~= 'w')
-  local head = fits and queued and redis.call('ZRANGE', queue, 0, 0)[1]
-  if fits and (not head or head == me) then
-    local token = next_token(counter, lease)
-    held = take(hash, readers, held, mode, owner, lease)
-    if head then
-      redis.call('ZREM', queue, me)
-      redis.call('ZREM', deadlines, me)
-      -- Readers queued right behind may join (nothing happens under a writer).
-      grant_queued(hash, readers, counter, queue, deadlines, arrivals, channel, held, heartbeat)
+    -- While anyone waits, only the head of the queue may take the lock: nobody barges, and a
+    -- waiting writer keeps new readers out.
+    local fits = (mode == 'x' and not held) or (mode == 's' and held ~= 'w')
+    local head = fits and queued and redis.call('ZRANGE', queue, 0, 0)[1]
+    if fits and (not head or head == me) then
+      local token = next_token(counter, lease)
+      held = take(hash, readers, held, mode, owner, lease)
+      if head then
+        redis.call('ZREM', queue, me)
+        redis.call('ZREM', deadlines, me)
+        -- Readers queued right behind may join (nothing happens under a writer).
+        grant_queued(hash, readers, counter, queue, deadlines, arrivals, channel, held, heartbeat)
+      end
+      return granted(token)
     end
-    return granted(token)
   end
 end
 

@@ -19,7 +19,7 @@ local grants = hash .. ':g:' .. 'w'  -- a waiter's grant list
 
 local checks = {
   {'evalsha', sha, '1', hash}, {'time'},
-  {'rpush', grants, 't'}, {'lpop', grants}, {'blpop', grants, '1'}, {'del', grants},
+  {'rpush', grants, 't'}, {'blpop', grants, '1'}, {'del', grants},
   {'pexpire', grants, '1'},
   {'get', marker}, {'set', marker, 'v'},
   {'get', counter}, {'set', counter, '1', 'PX', '1'},

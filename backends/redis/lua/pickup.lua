@@ -3,14 +3,14 @@
 -- it the moment the BLPOP returns: the grant becomes a full lease without another round
 -- trip. Key layout: backends/redis/README.md.
 --
--- KEYS[1] holders hash   KEYS[2] reader expiries zset   KEYS[3] this waiter's grant list
+-- KEYS[1] holders hash   KEYS[2] reader expiries zset
 -- ARGV[1] owner key   ARGV[2] lease ms
 --
--- Returns {1, token or false} when this owner holds the lock: its lease now runs in full
--- from here, and the token is a grant the BLPOP did not take (it had timed out), if any.
--- Returns 0 when this owner holds nothing (no grant yet; or a grant whose short pick-up
--- lease ran out).
-local hash, readers, grants = KEYS[1], KEYS[2], KEYS[3]
+-- Returns 1 when this owner holds the lock: its lease now runs in full from here. Returns 0
+-- when this owner holds nothing (no grant yet; or a grant whose short pick-up lease ran out).
+-- The grant list is not read: the BLPOP in front took the token, or (it had timed out before
+-- the grant came) the waiter's next attempt picks the grant up and deletes the list.
+local hash, readers = KEYS[1], KEYS[2]
 local owner, lease = ARGV[1], tonumber(ARGV[2])
 local state = redis.call('HMGET', hash, 'mode', owner)
 if not state[2] then return 0 end
@@ -29,4 +29,4 @@ elseif state[1] == 'r' then
 else
   return 0
 end
-return {1, redis.call('LPOP', grants)}
+return 1

@@ -67,10 +67,10 @@ end
 redis.call('DEL', hash, readers)
 redis.call('SET', latch, 1, 'PX', latch_ttl)
 
--- The lock is free: the live waiters at the front of the queue get it, told by name.
+-- The lock is free: the waiters at the front of the queue get it, told by name. Dead
+-- waiters are not looked for here (the waiters' refreshes drop them): a grant to one that
+-- died lapses after its pick-up lease.
 if hand_over then
-  -- Dead waiters are skipped (the head read above may have been one of them).
-  if purge_waiters(queue, deadlines) then head = nil end
   grant_queued(hash, readers, counter, queue, deadlines, arrivals, channel, false, tonumber(ARGV[4]), head)
 end
 return 1

@@ -48,7 +48,7 @@ int GrantWait::fd() const noexcept { return conn_ ? conn_->raw()->fd : -1; }
 
 void GrantWait::send() {
   const std::string_view blpop[] = {"BLPOP", grants_, blpop_timeout_};
-  const std::string_view keys[] = {hash_, readers_, grants_};
+  const std::string_view keys[] = {hash_, readers_};
   const std::string_view args[] = {owner_, lease_};
   conn_->append(blpop);
   scripts_.append(*conn_, Script::pickup, keys, args);
@@ -90,19 +90,19 @@ GrantWait::State GrantWait::read_replies() noexcept {
       }
       continue;
     }
-    // The pick-up: {1, token or nil} when this owner holds the lock, 0 otherwise.
+    // The pick-up: 1 when this owner holds the lock, 0 otherwise.
     try {
       if (Scripts::is_noscript(r.get())) {
         scripts_.load(*conn_, Script::pickup);  // the server lost its scripts: once more
         send();
         return State::waiting;
       }
-      if (r->type == REDIS_REPLY_ARRAY && r->elements == 2) {
-        if (!popped_) popped_ = token_of(r->element[1]);
-        // Held, but no token to tell: the core's next attempt picks it up.
+      if (r->type != REDIS_REPLY_INTEGER) return State::failed;
+      if (r->integer == 1) {
+        // Held. Without the BLPOP's token (it timed out before the grant came) there is no
+        // token to tell: the core's next attempt picks the grant up.
         return popped_ ? State::granted : State::failed;
       }
-      if (r->type != REDIS_REPLY_INTEGER) return State::failed;
       // Not held. A grant whose pick-up lease ran out is the core's to retry; a BLPOP that
       // only timed out waits again.
       if (popped_) return State::failed;
