@@ -2,15 +2,13 @@
 -- entry and gives back a grant the queue made to it that it never picked up, then lets the
 -- next waiters in. Key layout: backends/redis/README.md. Helpers: queue.lua (prepended).
 --
--- KEYS[1] holders hash   KEYS[2] reader expiries zset   KEYS[3] fencing counter
--- KEYS[4] queue   KEYS[5] waiter deadlines   KEYS[6] arrival counter
--- ARGV[1] waiter id   ARGV[2] owner key   ARGV[3] x|s   ARGV[4] lease ms   ARGV[5] channel
--- ARGV[6] heartbeat ms
+-- KEYS[1] holders hash; the lock's other keys are named after it (lock_keys in queue.lua)
+-- ARGV[1] waiter id   ARGV[2] owner key   ARGV[3] x|s   ARGV[4] lease ms   ARGV[5] heartbeat ms
 --
 -- Returns 1 if something was removed, 0 otherwise.
-local hash, readers, counter = KEYS[1], KEYS[2], KEYS[3]
-local queue, deadlines, arrivals = KEYS[4], KEYS[5], KEYS[6]
-local waiter, owner, mode, lease, channel = ARGV[1], ARGV[2], ARGV[3], ARGV[4], ARGV[5]
+local hash = KEYS[1]
+local readers, counter, queue, deadlines, arrivals = lock_keys(hash)
+local waiter, owner, mode, lease = ARGV[1], ARGV[2], ARGV[3], ARGV[4]
 -- Checked before the first write: the hand-over below issues tokens.
 if redis.call('EXISTS', queue) == 1 then last_token(counter) end
 local removed = redis.call('ZREM', queue, member_of(mode, lease, waiter, owner))
@@ -38,6 +36,6 @@ end
 if redis.call('EXISTS', queue) == 1 then
   held = purge_readers(hash, readers, held)
   purge_waiters(queue, deadlines)
-  grant_queued(hash, readers, counter, queue, deadlines, arrivals, channel, held, tonumber(ARGV[6]))
+  grant_queued(hash, readers, counter, queue, deadlines, arrivals, held, tonumber(ARGV[5]))
 end
 return removed

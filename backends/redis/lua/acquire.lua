@@ -1,31 +1,30 @@
 -- One atomic attempt to take a lock (exclusive = writer, shared = reader).
 -- Key layout and messages: backends/redis/README.md. Helpers: queue.lua (prepended).
 --
--- KEYS[1] holders hash (field "mode" = w|r, field <owner key> = hold count)
--- KEYS[2] reader expiries zset (owner key -> server ms)   KEYS[3] fencing counter
--- KEYS[4] queue (member -> arrival number)   KEYS[5] waiter deadlines (member -> server ms)
--- KEYS[6] arrival counter   (queue members: see queue.lua)   KEYS[7] data-loss marker
+-- KEYS[1] holders hash (field "mode" = w|r, field <owner key> = hold count); the lock's other
+--   keys are named after it (lock_keys in queue.lua; queue members: see queue.lua)
+-- KEYS[2] data-loss marker
 -- ARGV[1] owner key   ARGV[2] x|s   ARGV[3] lease ms   ARGV[4] waiter id
--- ARGV[5] 1 = the caller will wait if busy   ARGV[6] heartbeat ms   ARGV[7] (unused)
--- ARGV[8] 1 = this owner may already hold it (a waiter, or a retry after a lost reply)
--- ARGV[9] pause after data loss, ms   ARGV[10] the server's run_id as the client read it
--- ARGV[11] 1 = the caller reads no reply: it waits in BLPOP on its own grant list right
+-- ARGV[5] 1 = the caller will wait if busy   ARGV[6] heartbeat ms
+-- ARGV[7] 1 = this owner may already hold it (a waiter, or a retry after a lost reply)
+-- ARGV[8] pause after data loss, ms   ARGV[9] the server's run_id as the client read it
+-- ARGV[10] 1 = the caller reads no reply: it waits in BLPOP on its own grant list right
 --   behind this script, so a grant is pushed to that list too
 --
 -- Returns the fencing token (>= 1) when granted, or -(the holder's remaining ms + 1) (0 if
 -- unknown) when busy, or -(ms left) while nothing is granted after data loss.
-local hash, readers, counter = KEYS[1], KEYS[2], KEYS[3]
-local queue, deadlines, arrivals = KEYS[4], KEYS[5], KEYS[6]
+local hash = KEYS[1]
+local readers, counter, queue, deadlines, arrivals = lock_keys(hash)
 local owner, mode, lease = ARGV[1], ARGV[2], tonumber(ARGV[3])
 local waiter, will_wait = ARGV[4], ARGV[5] == '1'
-local heartbeat, channel = tonumber(ARGV[6]), ARGV[7]
+local heartbeat, silent = tonumber(ARGV[6]), ARGV[10] == '1'
 
 -- Every grant returns through here. A caller that reads no reply gets its grant as the queue
 -- hands one over: through its grant list, with the pick-up lease only (its pick-up, right
 -- behind, makes it full). Its attempt may have arrived after it gave up and abandoned: a
 -- grant to a caller that is gone lapses within the pick-up lease.
 local function granted(token)
-  if ARGV[11] == '1' then
+  if silent then
     local pickup = math.min(lease, math.max(math.floor(heartbeat / 2), 1))
     if mode == 'x' then
       redis.call('PEXPIRE', hash, pickup)
@@ -39,13 +38,13 @@ local function granted(token)
   return token
 end
 
--- ARGV[8]: a waiter's later attempt (its refresh), or a retry after a lost reply.
-local refresh = ARGV[8] == '1'
+-- ARGV[7]: a waiter's later attempt (its refresh), or a retry after a lost reply.
+local refresh = ARGV[7] == '1'
 -- The data-loss guard, read once and only by the paths that may grant (or renew a hold the
 -- server may have restored from an old snapshot).
 local quiet = nil
 local function quiet_ms()
-  if not quiet then quiet = quiet_left(KEYS[7], tonumber(ARGV[9]), ARGV[10]) end
+  if not quiet then quiet = quiet_left(KEYS[2], tonumber(ARGV[8]), ARGV[9]) end
   return quiet
 end
 
@@ -70,7 +69,7 @@ end
 local me = member_of(mode, lease, waiter, owner)
 -- A caller that expects the lock held (the silent first attempt on a name found busy before)
 -- reads the mode first: under a writer, that one read is all it needs before it queues.
-local mode_read = ARGV[11] == '1' and not refresh and redis.call('HGET', hash, 'mode')
+local mode_read = silent and not refresh and redis.call('HGET', hash, 'mode')
 if mode_read ~= 'w' then
   -- One call answers the common case: nobody holds the lock and nobody waits for it.
   local present = redis.call('EXISTS', hash, queue)
@@ -96,16 +95,16 @@ if mode_read ~= 'w' then
     -- Waiters that stopped refreshing (crashed, hung) are dropped.
     if queued and purge_waiters(queue, deadlines) and held ~= 'w' then
       -- Dead waiters made room: the next ones (this caller, perhaps) get the lock now.
-      held = grant_queued(hash, readers, counter, queue, deadlines, arrivals, channel, held, heartbeat)
+      held = grant_queued(hash, readers, counter, queue, deadlines, arrivals, held, heartbeat)
     end
 
     -- This owner already holds it in this mode: the queue handed it over (to a caller that
     -- waits: this is its pick-up, which turns the short pick-up lease into the full one, counted
-    -- from this request), or this is the retry of an attempt whose reply was lost (ARGV[8] says
+    -- from this request), or this is the retry of an attempt whose reply was lost (ARGV[7] says
     -- when that can be); the core never asks twice otherwise. Grant it again, refreshed,
     -- without counting twice, and with a new token: the caller sees this as a new hold, so its
     -- token must exceed every earlier one.
-    if ARGV[8] == '1' and ((mode == 'x' and held == 'w') or (mode == 's' and held == 'r')) and
+    if refresh and ((mode == 'x' and held == 'w') or (mode == 's' and held == 'r')) and
         redis.call('HEXISTS', hash, owner) == 1 then
       local token = next_token(counter, lease)
       if mode == 'x' then
@@ -136,7 +135,7 @@ if mode_read ~= 'w' then
         redis.call('ZREM', queue, me)
         redis.call('ZREM', deadlines, me)
         -- Readers queued right behind may join (nothing happens under a writer).
-        grant_queued(hash, readers, counter, queue, deadlines, arrivals, channel, held, heartbeat)
+        grant_queued(hash, readers, counter, queue, deadlines, arrivals, held, heartbeat)
       end
       return granted(token)
     end
@@ -158,7 +157,7 @@ end
 -- The holder's remaining lease bounds the caller's sleep; +1 so that a lease in its last
 -- millisecond still reads as a hint (0 means none: the lock is free, waiting for the queue).
 -- A caller that reads no reply gets none.
-if ARGV[11] == '1' then return 0 end
+if silent then return 0 end
 local ttl = redis.call('PTTL', hash)
 if ttl < 0 then return 0 end
 return -(ttl + 1)

@@ -1,7 +1,7 @@
 -- Owner-checked renewal of many locks in one call (the watchdog's batch).
 -- Key layout: backends/redis/README.md.
 --
--- KEYS[2i-1] holders hash of lock i   KEYS[2i] reader expiries zset of lock i
+-- KEYS[i] holders hash of lock i (its reader expiries zset is KEYS[i]:r)
 -- ARGV[1] lease ms   ARGV[1+i] owner key of lock i
 --
 -- Returns one integer per lock: 1 renewed, 0 not held by that owner (missing or foreign).
@@ -16,8 +16,9 @@ local function now()
 end
 
 local out = {}
-for i = 1, #KEYS / 2 do
-  local hash, readers, owner = KEYS[2 * i - 1], KEYS[2 * i], ARGV[i + 1]
+for i = 1, #KEYS do
+  local hash, owner = KEYS[i], ARGV[i + 1]
+  local readers = hash .. ':r'
   local renewed = 0
   if redis.call('HEXISTS', hash, owner) == 1 then
     if redis.call('HGET', hash, 'mode') == 'w' then

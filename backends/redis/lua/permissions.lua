@@ -1,24 +1,23 @@
 -- Checks, without running them, that the Redis user may run every command this backend
--- sends on the keys and channel of a lock under its prefix (Redis 7 ACL: commands, key
--- patterns, channel patterns). Run once when a provider opens, so a missing right is named
--- then, not found half-way through a release that already handed the lock over.
+-- sends on the keys of a lock under its prefix (Redis 7 ACL: commands, key patterns). Run
+-- once when a provider opens, so a missing right is named then, not found half-way through
+-- a release that already handed the lock over.
 --
 -- The names come as arguments, not keys: a user denied a key could not even run the check.
--- ARGV[1] holders hash   ARGV[2] reader expiries   ARGV[3] fencing counter   ARGV[4] queue
--- ARGV[5] waiter deadlines   ARGV[6] arrival counter   ARGV[7] a release latch
--- ARGV[8] data-loss marker   ARGV[9] the lock's channel   ARGV[10] the acquire script's SHA1
+-- ARGV[1] holders hash (the lock's other keys are named after it, as the scripts name them)
+-- ARGV[2] a release latch   ARGV[3] data-loss marker   ARGV[4] the acquire script's SHA1
 --
--- Returns what is denied, one "<COMMAND> on key <key>" or "<COMMAND> to channel <channel>"
--- per entry; empty when everything is allowed or the server predates redis.acl_check_cmd
--- (Redis < 7: then a missing right shows as NOPERM when it is used).
+-- Returns what is denied, one "<COMMAND> on key <key>" per entry; empty when everything is
+-- allowed or the server predates redis.acl_check_cmd (Redis < 7: then a missing right shows
+-- as NOPERM when it is used).
 if not redis.acl_check_cmd then return {} end
-local hash, readers, counter, queue, deadlines, arrivals, latch, marker =
-  ARGV[1], ARGV[2], ARGV[3], ARGV[4], ARGV[5], ARGV[6], ARGV[7], ARGV[8]
-local channel, sha = ARGV[9], ARGV[10]
+local hash, latch, marker, sha = ARGV[1], ARGV[2], ARGV[3], ARGV[4]
+local readers, counter, queue, deadlines, arrivals =
+  hash .. ':r', hash .. ':t', hash .. ':q', hash .. ':d', hash .. ':n'
 local grants = hash .. ':g:' .. 'w'  -- a waiter's grant list
 
 local checks = {
-  {'evalsha', sha, '1', hash}, {'time'},
+  {'evalsha', sha, '2', hash, marker}, {'time'},
   {'rpush', grants, 't'}, {'blpop', grants, '1'}, {'del', grants},
   {'pexpire', grants, '1'},
   {'get', marker}, {'set', marker, 'v'},
@@ -36,15 +35,12 @@ local checks = {
   {'zremrangebyscore', readers, '-inf', '1'}, {'zremrangebyscore', deadlines, '-inf', '1'},
   {'zscore', readers, 'm'}, {'incr', arrivals}, {'del', arrivals},
 }
-local channel_commands = {subscribe = true, unsubscribe = true, publish = true}
 local denied, seen = {}, {}
 for _, c in ipairs(checks) do
   local ok, allowed = pcall(redis.acl_check_cmd, unpack(c))
   if not ok or not allowed then
     local what = string.upper(c[1])
-    if channel_commands[c[1]] then
-      what = what .. ' to channel ' .. channel
-    elseif c[1] == 'evalsha' then
+    if c[1] == 'evalsha' then
       what = what .. ' with key ' .. c[4]
     elseif c[2] then
       what = what .. ' on key ' .. c[2]

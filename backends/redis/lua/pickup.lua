@@ -3,14 +3,15 @@
 -- it the moment the BLPOP returns: the grant becomes a full lease without another round
 -- trip. Key layout: backends/redis/README.md.
 --
--- KEYS[1] holders hash   KEYS[2] reader expiries zset
+-- KEYS[1] holders hash (its reader expiries zset is KEYS[1]:r)
 -- ARGV[1] owner key   ARGV[2] lease ms
 --
 -- Returns 1 when this owner holds the lock: its lease now runs in full from here. Returns 0
 -- when this owner holds nothing (no grant yet; or a grant whose short pick-up lease ran out).
 -- The grant list is not read: the BLPOP in front took the token, or (it had timed out before
 -- the grant came) the waiter's next attempt picks the grant up and deletes the list.
-local hash, readers = KEYS[1], KEYS[2]
+local hash = KEYS[1]
+local readers = hash .. ':r'
 local owner, lease = ARGV[1], tonumber(ARGV[2])
 local state = redis.call('HMGET', hash, 'mode', owner)
 if not state[2] then return 0 end

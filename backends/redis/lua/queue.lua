@@ -10,6 +10,13 @@
 -- (score: arrival number) and in the deadlines zset (score: heartbeat deadline, server ms)
 -- says what to grant it: "<x|s>|<lease ms>|<length of waiter id>|<waiter id><owner key>".
 
+-- A lock's keys besides its holders hash KEYS[1] (README.md, "Key layout"): named after it,
+-- so a request sends one key instead of six (they share its hash tag, so its slot).
+-- Returns the reader expiries, fencing counter, queue, waiter deadlines and arrival counter.
+local function lock_keys(hash)
+  return hash .. ':r', hash .. ':t', hash .. ':q', hash .. ':d', hash .. ':n'
+end
+
 -- The server's clock, read once per script and only when needed (never the client's):
 -- now() in ms, now_us() in microseconds.
 local now_ms, now_micros = nil, nil
@@ -150,7 +157,7 @@ end
 -- its next attempt) gives it its full lease counted from then, and a grantee that died meanwhile blocks the lock no longer than
 -- that. `head`, if given, is the queue's head as the caller just read it. Returns the lock's
 -- mode afterwards.
-local function grant_queued(hash, readers, counter, queue, deadlines, arrivals, channel, held, heartbeat, head)
+local function grant_queued(hash, readers, counter, queue, deadlines, arrivals, held, heartbeat, head)
   local pickup = math.max(math.floor(heartbeat / 2), 1)
   while held ~= 'w' do
     head = head or redis.call('ZRANGE', queue, 0, 0)[1]

@@ -2,15 +2,15 @@
 -- waiters at the front of the queue. Key layout: backends/redis/README.md. Helpers:
 -- queue.lua (prepended).
 --
--- KEYS[1] holders hash   KEYS[2] reader expiries zset   KEYS[3] this request's latch
--- KEYS[4] fencing counter   KEYS[5] queue   KEYS[6] waiter deadlines   KEYS[7] arrival counter
--- ARGV[1] owner key   ARGV[2] latch ttl ms   ARGV[3] wake-up channel   ARGV[4] heartbeat ms
+-- KEYS[1] holders hash; the lock's other keys are named after it (lock_keys in queue.lua)
+-- ARGV[1] owner key   ARGV[2] release request id (its latch is KEYS[1]:u:<id>)
+-- ARGV[3] latch ttl ms   ARGV[4] heartbeat ms
 --
 -- Returns 1 if this request gave the hold back (also on a repeat of a request that did),
 -- 0 if the owner held nothing (nothing is touched then).
-local hash, readers, latch, counter = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
-local queue, deadlines, arrivals = KEYS[5], KEYS[6], KEYS[7]
-local owner, latch_ttl, channel = ARGV[1], tonumber(ARGV[2]), ARGV[3]
+local hash = KEYS[1]
+local readers, counter, queue, deadlines, arrivals = lock_keys(hash)
+local owner, latch, latch_ttl = ARGV[1], hash .. ':u:' .. ARGV[2], tonumber(ARGV[3])
 
 local state = redis.call('HMGET', hash, 'mode', owner)
 local mode, count = state[1], state[2]
@@ -71,6 +71,6 @@ redis.call('SET', latch, 1, 'PX', latch_ttl)
 -- waiters are not looked for here (the waiters' refreshes drop them): a grant to one that
 -- died lapses after its pick-up lease.
 if hand_over then
-  grant_queued(hash, readers, counter, queue, deadlines, arrivals, channel, false, tonumber(ARGV[4]), head)
+  grant_queued(hash, readers, counter, queue, deadlines, arrivals, false, tonumber(ARGV[4]), head)
 end
 return 1

@@ -63,14 +63,14 @@ spi::Attempt RedisAcquisition::attempt() {
 bool RedisAcquisition::start_wait(bool with_attempt) noexcept {
   const RedisOptions& o = backend_.options();
   try {
-    const LockKeys k(o.prefix, req_.name, o.db);
+    const LockKeys k(o.prefix, req_.name);
     std::function<void(Connection&)> attempt;
     if (with_attempt) attempt = [this, &k](Connection& c) { backend_.append_silent_acquire(c, req_, k); };
     // Before sending: the attempt may have queued us or granted even if sending fails, so
     // the next attempts look for our hold and the give-up abandons.
     tried_ = true;
     if (with_attempt) queued_ = true;
-    wait_ = std::make_unique<GrantWait>(backend_.wait_connection(), *backend_.scripts_, k.hash, k.readers,
+    wait_ = std::make_unique<GrantWait>(backend_.wait_connection(), *backend_.scripts_, k.hash,
                                         k.grants(req_.waiter_id), req_.owner_key, req_.lease, o.fair_heartbeat,
                                         attempt);
     return true;

@@ -19,15 +19,19 @@ std::string encode_name(std::string_view name) {
   return support::percent_encode(name, &plain, support::HexCase::upper);
 }
 
-LockKeys::LockKeys(std::string_view prefix, std::string_view name, unsigned db) {
-  hash.reserve(prefix.size() + name.size() + 2);
-  hash.append(prefix).append("{").append(encode_name(name)).append("}");
+std::string lock_key(std::string_view prefix, std::string_view name) {
+  std::string key;
+  key.reserve(prefix.size() + name.size() + 2);
+  key.append(prefix).append("{").append(encode_name(name)).append("}");
+  return key;
+}
+
+LockKeys::LockKeys(std::string_view prefix, std::string_view name) : hash(lock_key(prefix, name)) {
   readers = hash + ":r";
   counter = hash + ":t";
   queue = hash + ":q";
   deadlines = hash + ":d";
   arrivals = hash + ":n";
-  channel = hash + ":c:" + std::to_string(db);
 }
 
 std::string LockKeys::latch(std::string_view request_id) const {

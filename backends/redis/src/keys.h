@@ -1,4 +1,4 @@
-// Key layout: every key and the channel of one lock share the hash tag {<encoded name>},
+// Key layout: every key of one lock shares the hash tag {<encoded name>},
 // so they sit in one Redis Cluster slot. Names are arbitrary bytes: encode_name() makes
 // them tag-safe and injective (README.md, "Key layout").
 #pragma once
@@ -12,7 +12,11 @@ namespace dlock::redis {
 // never contains '{', '}', ':' or whitespace, and distinct names give distinct results.
 std::string encode_name(std::string_view name);
 
-// Every key of one lock, built once per request.
+// <prefix>{<enc>}: a lock's holders hash, the one key its requests send.
+std::string lock_key(std::string_view prefix, std::string_view name);
+
+// Every key of one lock. Requests send only `hash`: the scripts name the others after it
+// (lock_keys in lua/queue.lua), with the same suffixes as here.
 struct LockKeys {
   std::string hash;       // <prefix>{<enc>}       holders: mode + owner key -> hold count
   std::string readers;    // <prefix>{<enc>}:r     zset owner key -> reader expiry (server ms)
@@ -20,9 +24,8 @@ struct LockKeys {
   std::string queue;      // <prefix>{<enc>}:q     waiters -> arrival number (lua/queue.lua)
   std::string deadlines;  // <prefix>{<enc>}:d     waiters -> heartbeat deadline (server ms)
   std::string arrivals;   // <prefix>{<enc>}:n     arrival counter
-  std::string channel;    // <prefix>{<enc>}:c:<db> (no longer used: still passed to the scripts)
 
-  LockKeys(std::string_view prefix, std::string_view name, unsigned db);
+  LockKeys(std::string_view prefix, std::string_view name);
   // <prefix>{<enc>}:u:<request id>: one release request's latch.
   std::string latch(std::string_view request_id) const;
   // <prefix>{<enc>}:g:<waiter id>: the list a release pushes a waiter's grant to.

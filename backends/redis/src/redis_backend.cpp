@@ -127,21 +127,20 @@ std::shared_ptr<spi::HeldLock> RedisBackend::make_held(const spi::AttemptRequest
 
 long long RedisBackend::run_acquire(const spi::AttemptRequest& req, bool may_hold,
                                     Clock::time_point& sent) {
-  const LockKeys k(options_.prefix, req.name, options_.db);
+  const std::string hash = lock_key(options_.prefix, req.name);
   const std::string lease = ms_text(req.lease);
   const std::string heartbeat = ms_text(options_.fair_heartbeat);
-  const std::string_view keys[] = {k.hash,      k.readers,  k.counter, k.queue,
-                                   k.deadlines, k.arrivals, marker_};
+  const std::string_view keys[] = {hash, marker_};
   // The script looks for this owner's hold only where it can exist: a registered waiter may
   // have been handed the lock; a retry may follow a grant whose reply was lost.
   std::string_view args[] = {req.owner_key, req.mode == LockMode::shared ? "s" : "x", lease,
-                             req.waiter_id, req.will_wait ? "1" : "0", heartbeat, k.channel,
+                             req.waiter_id, req.will_wait ? "1" : "0", heartbeat,
                              may_hold ? "1" : "0", grace_text_, ""};
   sent = Clock::now();
   int tries = 0;
   return with_retry([&](Connection& conn) -> long long {
-    if (tries++ > 0) args[7] = "1";
-    args[9] = conn.run_id;  // of the server this connection reached
+    if (tries++ > 0) args[6] = "1";
+    args[8] = conn.run_id;  // of the server this connection reached
     sent = Clock::now();  // the lease is counted from before the request left
     Reply r = scripts_->run(conn, Script::acquire, keys, args);
     if (r->type != REDIS_REPLY_INTEGER) conn.fail("acquire script", r.get());
@@ -153,11 +152,9 @@ void RedisBackend::append_silent_acquire(Connection& c, const spi::AttemptReques
                                          const LockKeys& k) const {
   const std::string lease = ms_text(req.lease);
   const std::string heartbeat = ms_text(options_.fair_heartbeat);
-  const std::string_view keys[] = {k.hash,      k.readers,  k.counter, k.queue,
-                                   k.deadlines, k.arrivals, marker_};
+  const std::string_view keys[] = {k.hash, marker_};
   const std::string_view args[] = {req.owner_key, req.mode == LockMode::shared ? "s" : "x", lease,
-                                   req.waiter_id, "1", heartbeat, k.channel, "0", grace_text_, c.run_id,
-                                   "1"};
+                                   req.waiter_id, "1", heartbeat, "0", grace_text_, c.run_id, "1"};
   const std::string_view skip[] = {"CLIENT", "REPLY", "SKIP"};
   c.append(skip);
   scripts_->append(c, Script::acquire, keys, args);
@@ -182,13 +179,12 @@ void RedisBackend::note_busy(std::string_view name) {
 
 void RedisBackend::abandon(const spi::AttemptRequest& req) noexcept {
   try {
-    const LockKeys k(options_.prefix, req.name, options_.db);
+    const std::string hash = lock_key(options_.prefix, req.name);
     const std::string lease = ms_text(req.lease);
-    const std::string_view keys[] = {k.hash, k.readers, k.counter, k.queue, k.deadlines, k.arrivals};
+    const std::string_view keys[] = {hash};
     const std::string heartbeat = ms_text(options_.fair_heartbeat);
     const std::string_view args[] = {req.waiter_id, req.owner_key,
-                                     req.mode == LockMode::shared ? "s" : "x", lease, k.channel,
-                                     heartbeat};
+                                     req.mode == LockMode::shared ? "s" : "x", lease, heartbeat};
     with_retry([&](Connection& conn) { return scripts_->run(conn, Script::abandon, keys, args); });
   } catch (...) {
     // Best effort: the heartbeat deadline drops the entry, the lease ends a stray grant.
@@ -201,14 +197,13 @@ bool RedisBackend::release(spi::HeldLock& lock) {
   // and freeing it now would hand the lock on before the lease the server promised ran out:
   // let the server expire it.
   if (held.server_expiry() <= Clock::now()) return false;
-  const LockKeys k(options_.prefix, held.name(), options_.db);
-  const std::string latch = k.latch(held.release_id());
+  const std::string hash = lock_key(options_.prefix, held.name());
   const std::string latch_ttl =
       ms_text(std::max(milliseconds(10000), options_.command_timeout * 4));
-  const std::string_view keys[] = {k.hash,  k.readers,   latch, k.counter,
-                                   k.queue, k.deadlines, k.arrivals};
+  const std::string_view keys[] = {hash};
   const std::string heartbeat = ms_text(options_.fair_heartbeat);
-  const std::string_view args[] = {held.owner_key(), latch_ttl, k.channel, heartbeat};
+  // The script names this request's latch after the hash (LockKeys::latch).
+  const std::string_view args[] = {held.owner_key(), held.release_id(), latch_ttl, heartbeat};
   // A retry after a lost reply asks again with the same latch, which answers for the first
   // request instead of releasing twice.
   return with_retry([&](Connection& conn) {
@@ -226,12 +221,8 @@ void RedisBackend::extend_many(std::span<spi::HeldLock* const> locks, millisecon
     const std::string lease_text = ms_text(lease);
     // Keys and arguments of every chunk, kept alive until the replies are read.
     std::vector<std::string> key_store;
-    key_store.reserve(locks.size() * 2);
-    for (auto* l : locks) {
-      const LockKeys k(options_.prefix, l->name(), options_.db);
-      key_store.push_back(k.hash);
-      key_store.push_back(k.readers);
-    }
+    key_store.reserve(locks.size());
+    for (auto* l : locks) key_store.push_back(lock_key(options_.prefix, l->name()));
     struct Chunk {
       std::size_t first, count;
       std::vector<std::string_view> keys, args;
@@ -241,8 +232,7 @@ void RedisBackend::extend_many(std::span<spi::HeldLock* const> locks, millisecon
       Chunk c{first, std::min(kRenewChunk, locks.size() - first), {}, {}};
       c.args.push_back(lease_text);
       for (std::size_t i = first; i < first + c.count; ++i) {
-        c.keys.push_back(key_store[2 * i]);
-        c.keys.push_back(key_store[2 * i + 1]);
+        c.keys.push_back(key_store[i]);
         c.args.push_back(locks[i]->owner_key());
       }
       chunks.push_back(std::move(c));

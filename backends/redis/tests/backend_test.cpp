@@ -63,7 +63,7 @@ class RedisBackendTest : public ::testing::Test {
   }
   // The waiting caller gives up (times out, is cancelled): its acquire call ends.
   void give_up(const Req& r) { waiting_.erase(r.waiter.empty() ? r.owner : r.waiter); }
-  LockKeys keys(std::string_view name) const { return LockKeys(prefix_, name, backend_->options().db); }
+  LockKeys keys(std::string_view name) const { return LockKeys(prefix_, name); }
 
   std::string prefix_, uri_;
   std::unique_ptr<RedisBackend> backend_;
@@ -526,8 +526,8 @@ TEST_F(RedisBackendTest, ASilentGrantNobodyPicksUpLapsesWithinThePickUpLease) {
   const auto k = keys("sg");
   const std::string marker = dataset_marker(prefix_);
   const std::string grants = k.grants("sg-gone");
-  Reply r = raw_->cmd({"EVAL", lua::acquire, "7", k.hash, k.readers, k.counter, k.queue, k.deadlines, k.arrivals,
-                       marker, "c1:gone", "x", "10000", "sg-gone", "1", "400", k.channel, "0", "10000", "", "1"});
+  Reply r = raw_->cmd({"EVAL", lua::acquire, "2", k.hash, marker, "c1:gone", "x", "10000", "sg-gone", "1", "400",
+                       "0", "10000", "", "1"});
   ASSERT_TRUE(r && r->type == REDIS_REPLY_INTEGER) << (r && r->str ? r->str : "no reply");
   EXPECT_GT(r->integer, 0) << "the free lock was not granted";
   EXPECT_EQ(raw_->string({"HGET", k.hash, "c1:gone"}), "1");

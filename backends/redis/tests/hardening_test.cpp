@@ -53,8 +53,8 @@ class RedisHardeningTest : public ::testing::Test {
     ADD_FAILURE() << "opened " << uri;
     return {ErrorCode::internal, ""};
   }
-  static std::string lock_key(std::string_view name) { return LockKeys("dlock:", name, 0).hash; }
-  static std::string counter_key(std::string_view name) { return LockKeys("dlock:", name, 0).counter; }
+  static std::string lock_key(std::string_view name) { return LockKeys("dlock:", name).hash; }
+  static std::string counter_key(std::string_view name) { return LockKeys("dlock:", name).counter; }
 
   std::unique_ptr<PrivateServer> server_;
   std::unique_ptr<Raw> raw_;
@@ -186,7 +186,7 @@ TEST_F(RedisHardeningTest, ReleaseAndAbandonSucceedOutOfMemory) {
   // The release handed the lock to the waiter; it gives up without picking it up.
   waiter.reset();
   EXPECT_EQ(raw_->integer({"EXISTS", lock_key("oom")}), 0) << "the abandoned grant stayed";
-  EXPECT_EQ(raw_->integer({"EXISTS", LockKeys("dlock:", "oom", 0).queue}), 0);
+  EXPECT_EQ(raw_->integer({"EXISTS", LockKeys("dlock:", "oom").queue}), 0);
   raw_->cmd({"CONFIG", "SET", "maxmemory", "0"});
   EXPECT_TRUE(grant(*b, "oom", "c:x"));
 }
@@ -200,7 +200,7 @@ TEST_F(RedisHardeningTest, AbandonSucceedsOutOfMemory) {
   raw_->cmd({"CONFIG", "SET", "maxmemory", "1"});
   waiter.reset();
   raw_->cmd({"CONFIG", "SET", "maxmemory", "0"});
-  EXPECT_EQ(raw_->integer({"EXISTS", LockKeys("dlock:", "oom2", 0).queue}), 0) << "the queue entry stayed";
+  EXPECT_EQ(raw_->integer({"EXISTS", LockKeys("dlock:", "oom2").queue}), 0) << "the queue entry stayed";
 }
 
 // --- 6. nothing half-written ------------------------------------------------------------------

@@ -46,7 +46,7 @@ class RedisProviderTest : public ::testing::Test {
   std::shared_ptr<ILockProvider> open(const std::string& extra = "") {
     return dlock::open(extra.empty() ? uri_ : with_params(uri_, extra));
   }
-  LockKeys keys(std::string_view name) const { return LockKeys(prefix_, name, 0); }
+  LockKeys keys(std::string_view name) const { return LockKeys(prefix_, name); }
 
   std::string prefix_, uri_;
   std::unique_ptr<Raw> raw_;

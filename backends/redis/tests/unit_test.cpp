@@ -158,17 +158,16 @@ TEST(RedisKeys, EncodingIsInjective) {
 }
 
 TEST(RedisKeys, EveryKeyOfALockSharesOneHashTag) {
-  const LockKeys k("dlock:", "inv}{:ent:ory", 5);
+  const LockKeys k("dlock:", "inv}{:ent:ory");
   EXPECT_EQ(k.hash, "dlock:{inv%7D%7B%3Aent%3Aory}");
   EXPECT_EQ(k.readers, k.hash + ":r");
   EXPECT_EQ(k.counter, k.hash + ":t");
   EXPECT_EQ(k.queue, k.hash + ":q");
   EXPECT_EQ(k.deadlines, k.hash + ":d");
   EXPECT_EQ(k.arrivals, k.hash + ":n");
-  EXPECT_EQ(k.channel, k.hash + ":c:5");
   EXPECT_EQ(k.latch("r1"), k.hash + ":u:r1");
   const unsigned slot = hash_slot(k.hash);
-  for (const auto* key : {&k.readers, &k.counter, &k.queue, &k.deadlines, &k.arrivals, &k.channel}) {
+  for (const auto* key : {&k.readers, &k.counter, &k.queue, &k.deadlines, &k.arrivals}) {
     EXPECT_EQ(hash_slot(*key), slot) << *key;
   }
   EXPECT_EQ(hash_slot(k.latch("abc")), slot);

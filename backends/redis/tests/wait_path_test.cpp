@@ -34,7 +34,7 @@ class RedisWaitPathTest : public ::testing::Test {
       raw_->cmd({"DEL", std::string_view(keys->element[i]->str, keys->element[i]->len)});
     }
   }
-  LockKeys keys(std::string_view name) const { return LockKeys(prefix_, name, 0); }
+  LockKeys keys(std::string_view name) const { return LockKeys(prefix_, name); }
   // A waiter that queues, then dies (SIGKILL): it never refreshes, never gives up. Its
   // acquisition is only destroyed at the end of the test.
   // A waiter that dies while queued: its acquire call never goes on, and its blocking
