@@ -4,16 +4,16 @@
 -- a release that already handed the lock over.
 --
 -- The names come as arguments, not keys: a user denied a key could not even run the check.
--- ARGV[1] holders hash (the lock's other keys are named after it, as the scripts name them)
--- ARGV[2] a release latch   ARGV[3] data-loss marker   ARGV[4] the acquire script's SHA1
+-- ARGV[1] holders hash   ARGV[2] reader expiries   ARGV[3] fencing counter   ARGV[4] queue
+-- ARGV[5] waiter deadlines   ARGV[6] arrival counter   ARGV[7] a release latch
+-- ARGV[8] data-loss marker   ARGV[9] the acquire script's SHA1
 --
 -- Returns what is denied, one "<COMMAND> on key <key>" per entry; empty when everything is
 -- allowed or the server predates redis.acl_check_cmd (Redis < 7: then a missing right shows
 -- as NOPERM when it is used).
 if not redis.acl_check_cmd then return {} end
-local hash, latch, marker, sha = ARGV[1], ARGV[2], ARGV[3], ARGV[4]
-local readers, counter, queue, deadlines, arrivals =
-  hash .. ':r', hash .. ':t', hash .. ':q', hash .. ':d', hash .. ':n'
+local hash, readers, counter, queue, deadlines, arrivals, latch, marker, sha =
+  ARGV[1], ARGV[2], ARGV[3], ARGV[4], ARGV[5], ARGV[6], ARGV[7], ARGV[8], ARGV[9]
 local grants = hash .. ':g:' .. 'w'  -- a waiter's grant list
 
 local checks = {

@@ -37,8 +37,9 @@ class GrantWait {
   // queues commands that go first, in the same write, and are answered with no reply (the
   // silent first attempt: RedisBackend::append_silent_acquire).
   // Throws Error(unavailable) if sending fails.
-  GrantWait(std::unique_ptr<Connection> conn, const Scripts& scripts, std::string hash, std::string grants, std::string_view owner, std::chrono::milliseconds lease,
-            std::chrono::milliseconds heartbeat, const std::function<void(Connection&)>& before = {});
+  GrantWait(std::unique_ptr<Connection> conn, const Scripts& scripts, std::string hash, std::string grants,
+            std::string_view owner, std::chrono::milliseconds lease, std::chrono::milliseconds heartbeat,
+            const std::function<void(Connection&)>& before = {});
   // Closing the connection mid-BLPOP ends the BLPOP on the server. Never throws.
   ~GrantWait() = default;
   GrantWait(const GrantWait&) = delete;
