@@ -21,6 +21,7 @@ struct alignas(64) WorkerSlot {
   std::atomic<std::uint64_t> self_reacquires;  // acquisitions right after its own release
   std::atomic<std::uint64_t> samples;          // handoff latencies stored in its sample array
   std::atomic<std::uint64_t> window_cpu_ns;    // its process's CPU during the window (processes only)
+  std::atomic<std::uint64_t> release_retries;  // releases answered unavailable and sent again
   char error[240];                             // why it failed, NUL-terminated
 };
 

@@ -46,6 +46,10 @@ class ScriptedBackend final : public spi::Backend {
   }
 
   bool release(spi::HeldLock& lock) override {
+    int failing = failing_releases.load();
+    while (failing > 0 && !failing_releases.compare_exchange_weak(failing, failing - 1)) {
+    }
+    if (failing > 0) throw Error(ErrorCode::unavailable, "scripted: no answer to the release");
     std::lock_guard guard(mu);
     releases.push_back({lock.name(), Clock::now()});
     session.remove(lock);
@@ -114,6 +118,8 @@ class ScriptedBackend final : public spi::Backend {
   std::atomic<spi::RenewStatus> answer{spi::RenewStatus::renewed};
   std::atomic<milliseconds> renew_delay{milliseconds(0)};
   std::atomic<bool> release_answer{true};
+  // The next this many releases throw Error(unavailable) and touch nothing (the hold stays).
+  std::atomic<int> failing_releases{0};
   // Attempts throw Error(unavailable) until this time.
   std::atomic<Clock::time_point> unavailable_until{Clock::time_point::min()};
   std::atomic<int> acquisitions_started{0};
