@@ -220,7 +220,8 @@ void run_contended(const std::string& uri, std::shared_ptr<dlock::ILockProvider>
 
   // Aggregate.
   const double seconds = static_cast<double>(t_stop - t_go) / 1e9;
-  std::uint64_t acquisitions = 0, handoffs = 0, self = 0, window_cpu_ns = 0, min_acq = UINT64_MAX, max_acq = 0;
+  std::uint64_t acquisitions = 0, handoffs = 0, self = 0, window_cpu_ns = 0, min_acq = UINT64_MAX, max_acq = 0,
+                release_retries = 0;
   int acquired_any = 0;
   Samples lat;
   for (int i = 0; i < workers; ++i) {
@@ -230,6 +231,7 @@ void run_contended(const std::string& uri, std::shared_ptr<dlock::ILockProvider>
     handoffs += s.handoffs_in.load();
     self += s.self_reacquires.load();
     window_cpu_ns += s.window_cpu_ns.load();
+    release_retries += s.release_retries.load();
     min_acq = std::min(min_acq, a);
     max_acq = std::max(max_acq, a);
     if (a > 0) ++acquired_any;
@@ -302,11 +304,14 @@ void run_contended(const std::string& uri, std::shared_ptr<dlock::ILockProvider>
             fmt_count(static_cast<double>(min_acq)) + ".." + fmt_count(static_cast<double>(max_acq)) +
             " acquisitions; " + fmt_fixed(acquisitions ? 100.0 * static_cast<double>(self) / static_cast<double>(acquisitions) : 0, 1) +
             "% re-acquired by the releaser; overlaps " + std::to_string(h.violations.load());
+  // A release the server answered late: the hold stayed until it was sent again (contender.cpp).
+  if (release_retries > 0) f.other += "; releases sent again after unavailable " + std::to_string(release_retries);
   f.target = "no two holders at once";
   f.verdict = h.violations.load() == 0 ? Verdict::pass : Verdict::fail;
   f.metrics = {{"workers_acquired", acquired_any}, {"min_acquisitions", static_cast<double>(min_acq)},
                {"max_acquisitions", static_cast<double>(max_acq)}, {"self_reacquires", static_cast<double>(self)},
-               {"overlaps", static_cast<double>(h.violations.load())}};
+               {"overlaps", static_cast<double>(h.violations.load())},
+               {"release_retries", static_cast<double>(release_retries)}};
   report.add(std::move(f));
 }
 

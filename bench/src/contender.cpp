@@ -3,6 +3,7 @@
 #include <sys/prctl.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <csignal>
 #include <cstdlib>
 #include <cstring>
@@ -11,6 +12,7 @@
 #include <thread>
 
 #include "clock.h"
+#include "dlock/error.h"
 #include "dlock/open.h"
 
 namespace dlock_bench {
@@ -21,6 +23,27 @@ void fail(WorkerSlot& slot, const char* message) noexcept {
   std::strncpy(slot.error, message, sizeof slot.error - 1);
   slot.error[sizeof slot.error - 1] = '\0';
   slot.state.store(static_cast<std::uint32_t>(WorkerState::failed));
+}
+
+// A release answered Error(unavailable) keeps the hold and may be sent again (lease.h): a
+// loaded server that answers one release late (a ZooKeeper ensemble past command_timeout)
+// costs the run that wait, counted in the slot, not the whole measurement. A release that
+// gets no answer for this long fails the worker, within the run's finish grace.
+constexpr std::chrono::seconds kReleaseRetryFor{5};
+constexpr std::chrono::milliseconds kReleaseRetryPause{10};
+
+bool release_retrying(dlock::Lease& lease, WorkerSlot& slot, const std::stop_token& cancel) {
+  const auto give_up = std::chrono::steady_clock::now() + kReleaseRetryFor;
+  for (;;) {
+    try {
+      return lease.release();
+    } catch (const dlock::Error& e) {
+      if (e.code() != dlock::ErrorCode::unavailable) throw;
+      slot.release_retries.fetch_add(1, std::memory_order_relaxed);
+      if (cancel.stop_requested() || std::chrono::steady_clock::now() >= give_up) throw;
+    }
+    std::this_thread::sleep_for(kReleaseRetryPause);
+  }
 }
 
 void acquire_loop(dlock::ILockProvider& provider, const SharedRegion& region, int index, const std::string& name,
@@ -57,7 +80,7 @@ void acquire_loop(dlock::ILockProvider& provider, const SharedRegion& region, in
     h.holding.fetch_sub(1);
     // Stamped while still holding, so the next holder reads this release's time.
     h.release_ns.store(mono_ns());
-    if (!lease->release()) throw std::runtime_error("release reported the lock not held");
+    if (!release_retrying(*lease, slot, cancel)) throw std::runtime_error("release reported the lock not held");
     if (stopping) return;
   }
 }
