@@ -5,7 +5,10 @@
 #      stops them again on any exit (servers that were already running are left running)
 #   3. builds everything with g++ into build/ (Release -O2, tests on, every backend required)
 #   4. runs every test (all labels): ctest --test-dir build --output-on-failure, -j2 for
-#      tests without the integration label, then the integration tests one at a time
+#      tests without the integration label, then the integration tests one at a time.
+#      Meanwhile the builds of steps 6-8 run in the background at idle CPU priority
+#      (SCHED_IDLE: they get only the CPU the tests leave, which waiting on servers leaves
+#      plenty of); their output is printed, and counted, when the tests are done
 #   5. prints the conformance table (build/conformance/conformance-table.md) if written
 #   6. builds everything with clang++-14 and ASan+UBSan into build-clang/ (Debug; warnings are
 #      errors) and runs the unit tests (label unit) on it: any sanitizer report fails the step
@@ -128,84 +131,27 @@ if step "configure g++ ($build/)" configure "$build" Release -DCMAKE_CXX_COMPILE
   step "build g++ ($build/)" cmake --build "$build" -j"$jobs" -- -k && built=1
 fi
 
-# --- 4. tests
-# Every test, in two runs: those without the `integration` label in parallel, then the
-# integration tests one at a time: they share one server per backend, and some restart it
-# or kill every client connection on it (CLIENT KILL), which would fail a neighbour.
-# --timeout is only the default for tests that set no TIMEOUT of their own.
-run_ctest() {  # NAME CTEST_ARGS...
-  local name=$1; shift
-  local failed_log=$build/Testing/Temporary/LastTestsFailed.log line
-  rm -f "$failed_log"
-  if ! step "$name" ctest --test-dir "$build" --output-on-failure --timeout 300 "$@"; then
-    if [[ -s "$failed_log" ]]; then
-      while IFS= read -r line; do summary+=("        failed test: ${line#*:}"); done <"$failed_log"
-    fi
-  fi
+# --- the builds of steps 6-8, started now and run in the background
+# They run at SCHED_IDLE priority: a test or a server that wants the CPU always gets it
+# first, and the integration tests and the comparison spend most of their ten minutes waiting
+# on servers and timeouts. Each writes its output to its own log and "<rc> <seconds>" to
+# <n>.rc; side_done prints them in order, after the tests, and counts them like any step.
+
+# Step 6: clang, Debug (the quickest build on two cores) with ASan and UBSan: checks that
+# clang compiles the whole tree warning-free; the server-free tests run on it.
+clang_build() {
+  configure "$build_clang" Debug -DCMAKE_CXX_COMPILER=clang++-14 -DDLOCK_SANITIZE=address,undefined &&
+    cmake --build "$build_clang" -j"$jobs" -- -k
 }
-# A test labelled with a server backend's name counts as integration too, in case its
-# `integration` label was lost (gtest_discover_tests splits a list given in PROPERTIES).
-server_labels='integration|redis|mysql|mariadb|zookeeper|postgres'
-if ((configured)); then
-  run_ctest "ctest: tests needing no server (-j$jobs)" -LE "$server_labels" -j"$jobs"
-  run_ctest "ctest: integration tests (one at a time)" -L "$server_labels" -j1
-else
-  skip "ctest" "the g++ configure failed"
-fi
-
-# Backend comparison, quick (issue 13): fails only if a row is missing; timings are not judged.
-# It starts servers of its own (bench/compare.sh: other ports), so it disturbs none of these.
-if ((built)); then
-  step "bench/compare.sh --quick (every row produced)" env DLOCK_BUILD_DIR="$build" bench/compare.sh --quick --out "$build/compare-quick"
-fi
-
-# --- 5. conformance table
-table=$build/conformance/conformance-table.md
-if [[ -f "$table" ]]; then
-  echo
-  echo "===== $table"
-  cat "$table"
-fi
-
-# --- 6. clang build with ASan+UBSan, unit tests on it
-# Sanitizers stop at the first report and exit non-zero, so ctest counts it as a failure.
-export ASAN_OPTIONS=halt_on_error=1:abort_on_error=0:detect_leaks=1:detect_stack_use_after_return=1
-export UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1
-export TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1
-sanitized_ctest() {  # BUILD_DIR NAME CTEST_ARGS...
-  local dir=$1 name=$2; shift 2
-  local failed_log=$dir/Testing/Temporary/LastTestsFailed.log line
-  rm -f "$failed_log"
-  if ! step "$name" ctest --test-dir "$dir" --output-on-failure --timeout 300 "$@"; then
-    if [[ -s "$failed_log" ]]; then
-      while IFS= read -r line; do summary+=("        failed test: ${line#*:}"); done <"$failed_log"
-    fi
-  fi
+# Step 7: TSan over the core tests (their own build: TSan cannot be mixed with ASan).
+tsan_build() {
+  cmake -S . -B "$build_tsan" -G "Unix Makefiles" \
+      -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_CXX_COMPILER=g++ -DDLOCK_SANITIZE=thread \
+      -DDLOCK_WERROR=ON -DDLOCK_BUILD_TESTS=ON -DDLOCK_BUILD_CONFORMANCE=OFF -DDLOCK_BUILD_BENCH=OFF \
+      -DDLOCK_BUILD_EXAMPLES=OFF -DDLOCK_BUILD_CLI=OFF &&
+    cmake --build "$build_tsan" -j"$jobs" --target dlock_core_tests
 }
-if [[ "${DLOCK_SKIP_CLANG:-0}" == 1 ]]; then
-  skip "clang++-14 + ASan/UBSan build and unit tests" "DLOCK_SKIP_CLANG=1"
-  skip "TSan core tests" "DLOCK_SKIP_CLANG=1"
-else
-  # Debug: the quickest build on two cores. The same build checks that clang compiles the
-  # whole tree warning-free and runs the server-free tests under ASan and UBSan.
-  if step "configure clang++-14 + ASan/UBSan ($build_clang/)" configure "$build_clang" Debug \
-       -DCMAKE_CXX_COMPILER=clang++-14 -DDLOCK_SANITIZE=address,undefined &&
-     step "build clang++-14 + ASan/UBSan ($build_clang/)" cmake --build "$build_clang" -j"$jobs" -- -k; then
-    sanitized_ctest "$build_clang" "ctest ASan/UBSan: unit tests (-j$jobs)" -L unit -LE "$server_labels" -j"$jobs"
-  fi
-
-  # --- 7. TSan over the core tests (their own build: TSan cannot be mixed with ASan)
-  if step "configure g++ + TSan ($build_tsan/)" cmake -S . -B "$build_tsan" -G "Unix Makefiles" \
-       -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_CXX_COMPILER=g++ -DDLOCK_SANITIZE=thread \
-       -DDLOCK_WERROR=ON -DDLOCK_BUILD_TESTS=ON -DDLOCK_BUILD_CONFORMANCE=OFF -DDLOCK_BUILD_BENCH=OFF \
-       -DDLOCK_BUILD_EXAMPLES=OFF -DDLOCK_BUILD_CLI=OFF &&
-     step "build TSan core tests ($build_tsan/)" cmake --build "$build_tsan" -j"$jobs" --target dlock_core_tests; then
-    # Run directly: ctest would also list the tests of targets this step does not build.
-    step "TSan: core tests" "$build_tsan/core/tests/dlock_core_tests" --gtest_brief=1
-  fi
-fi
-
-# --- 8. a machine without hiredis, and DLOCK_WITH_MEM=OFF
+# Step 8: a machine without hiredis, and DLOCK_WITH_MEM=OFF.
 # pkg-config sees every module but hiredis (PKG_CONFIG_LIBDIR replaces its search path).
 minimal_build() {
   local pcdir log
@@ -246,7 +192,6 @@ minimal_build() {
   rm -rf "$pcdir" "$log"
   return "$rc"
 }
-step "no hiredis + DLOCK_WITH_MEM=OFF: configure and build ($build_minimal/)" minimal_build
 
 # dlock inside another project (tests/embed): extras off by default, the parent's settings
 # untouched, dlock::dlock links.
@@ -257,7 +202,137 @@ embedded_build() {
     cmake --build "$build_minimal-embed" -j"$jobs" --target embedded &&
     "$build_minimal-embed/embedded"
 }
-step "dlock embedded with add_subdirectory ($build_minimal-embed/)" embedded_build
+
+side_dir=$(mktemp -d /tmp/dlock-side.XXXXXX) || exit 1
+side_pid=
+side_step() {  # ID NAME CMD... (in the background job): <n>-<id>.name, .log, .rc
+  local id=$1 name=$2; shift 2
+  local f t0=$SECONDS rc
+  f=$side_dir/$(printf '%02d' "$(find "$side_dir" -name '*.name' | wc -l)")-$id
+  printf '%s\n' "$name" >"$f.name"
+  "$@" >"$f.log" 2>&1
+  rc=$?
+  echo "$rc $((SECONDS - t0))" >"$f.rc"
+  return "$rc"
+}
+side_builds() {
+  chrt --idle -p 0 "$BASHPID" >/dev/null 2>&1 ||
+    echo "test-all: SCHED_IDLE not available: the background builds run at normal priority" >&2
+  if [[ "${DLOCK_SKIP_CLANG:-0}" != 1 ]]; then
+    side_step clang "configure + build clang++-14 + ASan/UBSan ($build_clang/)" clang_build
+    side_step tsan "configure + build g++ + TSan core tests ($build_tsan/)" tsan_build
+  fi
+  side_step minimal "no hiredis + DLOCK_WITH_MEM=OFF: configure and build ($build_minimal/)" minimal_build
+  side_step embed "dlock embedded with add_subdirectory ($build_minimal-embed/)" embedded_build
+}
+# Waits for the background builds, then prints and counts each (one that never finished
+# fails).
+side_done() {
+  [[ -n "$side_pid" ]] && wait "$side_pid"
+  side_pid=
+  local f name rc took
+  for f in "$side_dir"/*.name; do
+    [[ -e "$f" ]] || continue
+    name=$(<"$f")
+    echo
+    echo "===== $name (in the background)"
+    cat "${f%.name}.log"
+    rc=1 took=-
+    [[ -f "${f%.name}.rc" ]] && read -r rc took <"${f%.name}.rc"
+    if ((rc == 0)); then
+      summary+=("PASS  ${took}s  $name (background)")
+    else
+      summary+=("FAIL  ${took}s  $name (background, exit $rc)")
+      failed=1
+    fi
+  done
+}
+side_passed() {  # ID: whether that background step passed
+  local f
+  for f in "$side_dir"/*-"$1".rc; do
+    [[ -f "$f" && "$(cut -d' ' -f1 <"$f")" == 0 ]] && return 0
+  done
+  return 1
+}
+side_stop() {  # the background job is a process group of its own: its compilers go too
+  [[ -n "$side_pid" ]] && kill -- -"$side_pid" 2>/dev/null
+  rm -rf "$side_dir"
+}
+trap 'side_stop; stop_servers' EXIT
+set -m  # job control, for this one job only: it gets its own process group
+side_builds &
+side_pid=$!
+set +m
+
+# --- 4. tests
+# Every test, in two runs: those without the `integration` label in parallel, then the
+# integration tests one at a time: they share one server per backend, and some restart it
+# or kill every client connection on it (CLIENT KILL), which would fail a neighbour.
+# --timeout is only the default for tests that set no TIMEOUT of their own.
+run_ctest() {  # NAME CTEST_ARGS...
+  local name=$1; shift
+  local failed_log=$build/Testing/Temporary/LastTestsFailed.log line
+  rm -f "$failed_log"
+  if ! step "$name" ctest --test-dir "$build" --output-on-failure --timeout 300 "$@"; then
+    if [[ -s "$failed_log" ]]; then
+      while IFS= read -r line; do summary+=("        failed test: ${line#*:}"); done <"$failed_log"
+    fi
+  fi
+}
+# A test labelled with a server backend's name counts as integration too, in case its
+# `integration` label was lost (gtest_discover_tests splits a list given in PROPERTIES).
+server_labels='integration|redis|mysql|mariadb|zookeeper|postgres'
+if ((configured)); then
+  run_ctest "ctest: tests needing no server (-j$jobs)" -LE "$server_labels" -j"$jobs"
+  run_ctest "ctest: integration tests (one at a time)" -L "$server_labels" -j1
+else
+  skip "ctest" "the g++ configure failed"
+fi
+
+# Backend comparison, quick (issue 13): fails only if a row is missing; timings are not judged.
+# It starts servers of its own (bench/compare.sh: other ports), so it disturbs none of these.
+if ((built)); then
+  step "bench/compare.sh --quick (every row produced)" env DLOCK_BUILD_DIR="$build" bench/compare.sh --quick --out "$build/compare-quick"
+fi
+
+# --- 5. conformance table
+table=$build/conformance/conformance-table.md
+if [[ -f "$table" ]]; then
+  echo
+  echo "===== $table"
+  cat "$table"
+fi
+
+# --- 6. unit tests under ASan+UBSan (clang build above)
+# Sanitizers stop at the first report and exit non-zero, so ctest counts it as a failure.
+export ASAN_OPTIONS=halt_on_error=1:abort_on_error=0:detect_leaks=1:detect_stack_use_after_return=1
+export UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1
+export TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1
+sanitized_ctest() {  # BUILD_DIR NAME CTEST_ARGS...
+  local dir=$1 name=$2; shift 2
+  local failed_log=$dir/Testing/Temporary/LastTestsFailed.log line
+  rm -f "$failed_log"
+  if ! step "$name" ctest --test-dir "$dir" --output-on-failure --timeout 300 "$@"; then
+    if [[ -s "$failed_log" ]]; then
+      while IFS= read -r line; do summary+=("        failed test: ${line#*:}"); done <"$failed_log"
+    fi
+  fi
+}
+side_done
+if [[ "${DLOCK_SKIP_CLANG:-0}" == 1 ]]; then
+  skip "clang++-14 + ASan/UBSan build and unit tests" "DLOCK_SKIP_CLANG=1"
+  skip "TSan core tests" "DLOCK_SKIP_CLANG=1"
+else
+  if side_passed clang; then
+    sanitized_ctest "$build_clang" "ctest ASan/UBSan: unit tests (-j$jobs)" -L unit -LE "$server_labels" -j"$jobs"
+  fi
+  # --- 7. TSan: core tests. Run directly: ctest would also list the tests of targets the
+  # TSan build leaves out.
+  if side_passed tsan; then
+    step "TSan: core tests" "$build_tsan/core/tests/dlock_core_tests" --gtest_brief=1
+  fi
+fi
+
 
 # --- 9. install + consumer
 if ((built)); then
