@@ -53,6 +53,9 @@ def dlock_figures(b):
     _, r = _row(rows, "handoffs per second")
     if r:
         f["handoffs_per_s"] = r["metrics"].get("handoffs_per_s")
+    _, r = _row(rows, "fairness and exclusion")
+    if r and r["metrics"].get("release_retries"):  # releases answered unavailable, sent again
+        f["release_retries"] = int(r["metrics"]["release_retries"])
     _, r = _row(rows, "handoff latency")
     if r:
         f["handoff_p50_us"] = r.get("p50_us")

@@ -51,7 +51,9 @@ def speed_row(result, kind, r):
         if con is None:
             cells += ["(%s)" % _why(c)] * 3
     if con is not None:
-        cells += [_num(con["handoffs_per_s"], digits=0),
+        retried = con.get("release_retries")
+        cells += [_num(con["handoffs_per_s"], digits=0) +
+                  (" (%d releases answered unavailable, sent again)" % retried if retried else ""),
                   _num(con.get("handoff_p50_us")) or "(%s)" % con.get("why_p50", "no hand-off in the window"),
                   _num(con.get("cpu_ms_per_1000_handoffs"), digits=0) or "(not measured)"]
     elif kind == "dlock":
