@@ -27,9 +27,8 @@ Outcome contend_for(const std::shared_ptr<ScriptedBackend>& backend, std::chrono
   auto provider = dlock::spi::make_provider(backend, "scripted://");
   SharedRegion region = SharedRegion::create(1, 1000);
   SharedHeader& h = region.header();
-  std::stop_source cancel;
   const auto t0 = std::chrono::steady_clock::now();
-  std::thread worker([&] { contend(*provider, region, 0, "contended", cancel.get_token(), false); });
+  std::thread worker([&] { contend(*provider, region, 0, "contended", std::stop_token{}, false); });
   const auto starting = static_cast<std::uint32_t>(WorkerState::starting);
   while (h.slots[0].state.load() == starting) std::this_thread::sleep_for(1ms);
   h.go.store(1);
