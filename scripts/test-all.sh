@@ -269,11 +269,11 @@ set +m
 # integration tests one at a time: they share one server per backend, and some restart it
 # or kill every client connection on it (CLIENT KILL), which would fail a neighbour.
 # --timeout is only the default for tests that set no TIMEOUT of their own.
-run_ctest() {  # NAME CTEST_ARGS...
-  local name=$1; shift
-  local failed_log=$build/Testing/Temporary/LastTestsFailed.log line
+run_ctest() {  # BUILD_DIR NAME CTEST_ARGS... (also the sanitized build of step 6)
+  local dir=$1 name=$2; shift 2
+  local failed_log=$dir/Testing/Temporary/LastTestsFailed.log line
   rm -f "$failed_log"
-  if ! step "$name" ctest --test-dir "$build" --output-on-failure --timeout 300 "$@"; then
+  if ! step "$name" ctest --test-dir "$dir" --output-on-failure --timeout 300 "$@"; then
     if [[ -s "$failed_log" ]]; then
       while IFS= read -r line; do summary+=("        failed test: ${line#*:}"); done <"$failed_log"
     fi
@@ -283,8 +283,8 @@ run_ctest() {  # NAME CTEST_ARGS...
 # `integration` label was lost (gtest_discover_tests splits a list given in PROPERTIES).
 server_labels='integration|redis|mysql|mariadb|zookeeper|postgres'
 if ((configured)); then
-  run_ctest "ctest: tests needing no server (-j$jobs)" -LE "$server_labels" -j"$jobs"
-  run_ctest "ctest: integration tests (one at a time)" -L "$server_labels" -j1
+  run_ctest "$build" "ctest: tests needing no server (-j$jobs)" -LE "$server_labels" -j"$jobs"
+  run_ctest "$build" "ctest: integration tests (one at a time)" -L "$server_labels" -j1
 else
   skip "ctest" "the g++ configure failed"
 fi
@@ -308,23 +308,13 @@ fi
 export ASAN_OPTIONS=halt_on_error=1:abort_on_error=0:detect_leaks=1:detect_stack_use_after_return=1
 export UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1
 export TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1
-sanitized_ctest() {  # BUILD_DIR NAME CTEST_ARGS...
-  local dir=$1 name=$2; shift 2
-  local failed_log=$dir/Testing/Temporary/LastTestsFailed.log line
-  rm -f "$failed_log"
-  if ! step "$name" ctest --test-dir "$dir" --output-on-failure --timeout 300 "$@"; then
-    if [[ -s "$failed_log" ]]; then
-      while IFS= read -r line; do summary+=("        failed test: ${line#*:}"); done <"$failed_log"
-    fi
-  fi
-}
 side_done
 if [[ "${DLOCK_SKIP_CLANG:-0}" == 1 ]]; then
   skip "clang++-14 + ASan/UBSan build and unit tests" "DLOCK_SKIP_CLANG=1"
   skip "TSan core tests" "DLOCK_SKIP_CLANG=1"
 else
   if side_passed clang; then
-    sanitized_ctest "$build_clang" "ctest ASan/UBSan: unit tests (-j$jobs)" -L unit -LE "$server_labels" -j"$jobs"
+    run_ctest "$build_clang" "ctest ASan/UBSan: unit tests (-j$jobs)" -L unit -LE "$server_labels" -j"$jobs"
   fi
   # --- 7. TSan: core tests. Run directly: ctest would also list the tests of targets the
   # TSan build leaves out.
@@ -332,7 +322,6 @@ else
     step "TSan: core tests" "$build_tsan/core/tests/dlock_core_tests" --gtest_brief=1
   fi
 fi
-
 
 # --- 9. install + consumer
 if ((built)); then
