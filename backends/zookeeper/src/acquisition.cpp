@@ -56,6 +56,7 @@ namespace {
 
 std::atomic<std::uint64_t> relists{0};
 std::atomic<std::uint64_t> grants_after_relist{0};
+std::atomic<std::uint64_t> first_listings{0};
 
 std::string random_id() {
   thread_local std::mt19937_64 rng{std::random_device{}()};
@@ -171,6 +172,7 @@ spi::Attempt ZkAcquisition::enqueue(int depth) {
     const auto sent = Clock::now();
     auto created = conn_->create2(prefix, data, ZOO_EPHEMERAL_SEQUENTIAL);
     auto listed = conn_->children(parent_);  // pipelined: no wait in between
+    first_listings.fetch_add(1, std::memory_order_relaxed);
     // One session's answers come in order and the completion thread runs them in order:
     // once the listing's answer is in, so is the create's. Waiting for the listing first
     // wakes this thread once instead of twice per acquire.
@@ -362,7 +364,7 @@ spi::Attempt ZkAcquisition::grant(Clock::time_point basis) {
 }
 
 testing::WaitCounters testing::wait_counters() {
-  return {relists.load(), grants_after_relist.load()};
+  return {relists.load(), grants_after_relist.load(), first_listings.load()};
 }
 
 }  // namespace dlock::zookeeper

@@ -1,7 +1,7 @@
 // Test hooks. The ZooKeeper sessions this process holds open, so a test can make the server
 // expire one (open a second handle with the same id and password, then close it: the
 // server then expires the first, as it would after a long network partition); and counters
-// of the waiters' listings. Only the conformance suite and the backend's own tests use
+// of the acquires' listings. Only the conformance suite and the backend's own tests use
 // them; nothing here leaves the process.
 #pragma once
 
@@ -27,10 +27,12 @@ std::vector<LiveSession> sessions_under(const std::string& root);
 // (a watched node went while older ones it did not watch were still in its snapshot, or a
 // listing had failed), and how many grants came in the same attempt as such a listing: a
 // hand-off that paid a round trip after the watch event instead of granting from the
-// snapshot.
+// snapshot; and how often an acquire listed the children right after creating its node
+// (its node was not alone: an uncontended acquire never lists).
 struct WaitCounters {
   std::uint64_t relists = 0;
   std::uint64_t grants_after_relist = 0;
+  std::uint64_t first_listings = 0;
 };
 WaitCounters wait_counters();
 

@@ -65,6 +65,40 @@ TEST(ZkBackend, NodeLayoutAndTokenIsTheNodesCzxid) {
   EXPECT_GT(again->fencing_token(), lease->fencing_token());
 }
 
+TEST(ZkBackend, AnUncontendedAcquireListsNoChildren) {
+  // The create and the count of the container's children are one transaction: a node that
+  // is alone holds the lock without a listing (a listing behind a write waits for its
+  // commit: about one round trip more, the cost of the uncontended acquire).
+  const auto prefix = fresh_prefix();
+  auto a = dlock::open(uri_for(prefix));
+  auto b = dlock::open(uri_for(prefix));
+  const auto before = testing::wait_counters();
+  for (int i = 0; i < 5; ++i) {
+    auto lease = a->try_lock("alone");
+    ASSERT_TRUE(lease);
+    auto shared = a->try_lock_shared("alone-shared");
+    ASSERT_TRUE(shared);
+    EXPECT_TRUE(lease->release());
+    EXPECT_TRUE(shared->release());
+  }
+  EXPECT_EQ(testing::wait_counters().first_listings - before.first_listings, 0u);
+
+  // A node that is not alone lists: a busy try, a second reader (which shares the lock).
+  auto held = a->try_lock("busy");
+  ASSERT_TRUE(held);
+  EXPECT_FALSE(b->try_lock("busy"));
+  auto r1 = a->try_lock_shared("readers");
+  auto r2 = b->try_lock_shared("readers");
+  ASSERT_TRUE(r1);
+  ASSERT_TRUE(r2) << "a second reader is granted beside the first";
+  EXPECT_EQ(testing::wait_counters().first_listings - before.first_listings, 2u);
+  EXPECT_TRUE(held->release());
+  EXPECT_TRUE(r1->release());
+  EXPECT_TRUE(r2->release());
+  auto zh = raw();
+  EXPECT_TRUE(lock_nodes(zh.get(), prefix).empty());
+}
+
 TEST(ZkBackend, TryOnceWhenBusyLeavesNoNode) {
   const auto prefix = fresh_prefix();
   auto a = dlock::open(uri_for(prefix));
