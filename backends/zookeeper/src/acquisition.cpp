@@ -170,14 +170,7 @@ spi::Attempt ZkAcquisition::enqueue(int depth) {
   const std::string data(req_.owner_key);
   for (int tries = 0; tries < 4; ++tries) {
     const auto sent = Clock::now();
-    auto created = conn_->create2(prefix, data, ZOO_EPHEMERAL_SEQUENTIAL);
-    auto listed = conn_->children(parent_);  // pipelined: no wait in between
-    first_listings.fetch_add(1, std::memory_order_relaxed);
-    // One session's answers come in order and the completion thread runs them in order:
-    // once the listing's answer is in, so is the create's. Waiting for the listing first
-    // wakes this thread once instead of twice per acquire.
-    auto l = client_->await(listed);
-    auto c = created->wait_until(Clock::now());
+    auto c = client_->await(conn_->create_counted(parent_, prefix, data, ZOO_EPHEMERAL_SEQUENTIAL));
     if (!c || is_transport_error(c->rc)) {
       create_unknown_ = true;  // it may have landed: the next attempt (or the destructor) looks
       throw translate_error(conn_->where(), "creating a lock node under", parent_, c ? c->rc : kTimedOut);
@@ -190,6 +183,11 @@ spi::Attempt ZkAcquisition::enqueue(int depth) {
     node_ = c->path;
     czxid_ = c->czxid;
     conn_->note_own(node_);
+    // Every other child existed before ours: with none, nothing is older and the lock is
+    // ours (the uncontended case: one request, no listing).
+    if (c->siblings == 1) return grant(sent);
+    first_listings.fetch_add(1, std::memory_order_relaxed);
+    auto l = client_->await(conn_->children(parent_));
     if (!l || l->rc != ZOK) {
       need_list_ = true;
       throw translate_error(conn_->where(), "listing", parent_, l ? l->rc : kTimedOut);

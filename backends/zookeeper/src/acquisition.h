@@ -1,9 +1,10 @@
 // ZkAcquisition: one acquire call on the zookeeper backend (brief §4.a).
 //
-// The first attempt creates our ephemeral-sequential node and, pipelined behind it without
-// waiting, lists the container's children (1 round trip: ZooKeeper answers one session's
-// requests in order, so the list contains our node). We hold the lock when no relevant
-// node is older than ours (exclusive: any; shared: an exclusive one). Otherwise we watch
+// The first attempt creates our ephemeral-sequential node in a transaction that also
+// counts the container's children (Conn::create_counted): alone, we hold the lock after
+// that one request; otherwise one listing follows (every other child is older than ours).
+// We hold the lock when no relevant node is older than ours (exclusive: any; shared: an
+// exclusive one). Otherwise we watch
 // the two youngest relevant older nodes with data watches (so a node has at most two
 // watchers: no herd) and keep the snapshot: older nodes can only disappear, so when the
 // last of them goes we are granted with no round trip. The second watch keeps the snapshot

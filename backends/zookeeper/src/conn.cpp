@@ -51,6 +51,31 @@ void on_create2(int rc, const char* path, const Stat* stat, const void* data) {
   ctx->reply->set(std::move(r));
 }
 
+// The create-and-count transaction (Conn::create_counted): its operations and the buffers
+// the client fills with their results live until the completion.
+struct CountedCtx {
+  std::shared_ptr<Reply<CountedCreateReply>> reply;
+  Conn* conn;
+  Clock::time_point sent;
+  std::vector<char> path;  // the created node's name, written by the client
+  Stat parent{};           // the parent's stat after the transaction
+  zoo_op_t ops[2];
+  zoo_op_result_t results[2];
+};
+
+void on_counted(int rc, const void* data) {
+  std::unique_ptr<CountedCtx> ctx(static_cast<CountedCtx*>(const_cast<void*>(data)));
+  if (!is_transport_error(rc)) ctx->conn->answered(ctx->sent);
+  CountedCreateReply r;
+  r.rc = rc;
+  if (rc == ZOK) {
+    r.path = ctx->path.data();
+    r.czxid = ctx->parent.mzxid;
+    r.siblings = ctx->parent.numChildren;
+  }
+  ctx->reply->set(std::move(r));
+}
+
 void on_children(int rc, const String_vector* strings, const void* data) {
   auto ctx = take<ChildrenReply>(data);
   note_answer(*ctx, rc);
@@ -224,6 +249,26 @@ std::shared_ptr<Reply<CreateReply>> Conn::create2(const std::string& path, const
   if (rc != ZOK) {
     delete ctx;
     r->set(CreateReply{rc, {}, 0});
+  }
+  return r;
+}
+
+std::shared_ptr<Reply<CountedCreateReply>> Conn::create_counted(const std::string& parent, const std::string& path,
+                                                                const std::string& data, int mode) {
+  auto r = std::make_shared<Reply<CountedCreateReply>>();
+  auto ctx = std::make_unique<CountedCtx>();
+  ctx->reply = r;
+  ctx->conn = this;
+  ctx->path.assign(path.size() + 32, '\0');  // room for the sequence suffix
+  zoo_create_op_init(&ctx->ops[0], path.c_str(), data.data(), static_cast<int>(data.size()), acl(), mode,
+                     ctx->path.data(), static_cast<int>(ctx->path.size()));
+  zoo_set_op_init(&ctx->ops[1], parent.c_str(), "", 0, -1, &ctx->parent);
+  ctx->sent = Clock::now();
+  const int rc = zoo_amulti(zh_, 2, ctx->ops, ctx->results, &on_counted, ctx.get());
+  if (rc != ZOK) {
+    r->set(CountedCreateReply{rc, {}, 0, 0});
+  } else {
+    (void)ctx.release();  // on_counted owns it now
   }
   return r;
 }

@@ -62,6 +62,12 @@ struct CreateReply {
   std::string path;          // the created node (with its sequence suffix)
   std::int64_t czxid = 0;
 };
+struct CountedCreateReply {
+  int rc = 0;
+  std::string path;          // the created node (with its sequence suffix)
+  std::int64_t czxid = 0;    // the transaction's zxid, which is the created node's czxid
+  int siblings = 0;          // the parent's children right after the create, ours included
+};
 struct ChildrenReply {
   int rc = 0;
   std::vector<std::string> children;
@@ -111,6 +117,13 @@ class Conn {
   void answered(Clock::time_point sent) noexcept;
 
   std::shared_ptr<Reply<CreateReply>> create2(const std::string& path, const std::string& data, int mode);
+  // Creates a child of `parent` (path = parent + "/" + name) and, in the same transaction,
+  // writes the parent's data again (empty, any version): the answer then carries the
+  // parent's stat as of our create, so the caller learns how many children it has without
+  // listing them (a listing pipelined behind a write waits for that write's commit: about a
+  // round trip more). Needs WRITE on the parent; we create the parents with our own ACL.
+  std::shared_ptr<Reply<CountedCreateReply>> create_counted(const std::string& parent, const std::string& path,
+                                                            const std::string& data, int mode);
   std::shared_ptr<Reply<ChildrenReply>> children(const std::string& path);
   std::shared_ptr<Reply<int>> remove(const std::string& path);
   std::shared_ptr<Reply<StatReply>> exists(const std::string& path);
