@@ -30,6 +30,8 @@ struct HoldRecord {
   LockMode mode = LockMode::exclusive;
   std::uint64_t token = 0;
   std::int64_t start_ns = 0;
+  // When the acquire that returned this hold was called (unset: start_ns).
+  std::optional<std::int64_t> call_ns;
   std::int64_t end_ns = std::numeric_limits<std::int64_t>::max();  // max: still held
   std::optional<std::int64_t> lost_ns;  // when the holder was told the lock was lost
 };
