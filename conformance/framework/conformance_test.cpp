@@ -48,12 +48,13 @@ std::string ConformanceTest::name(std::string_view tag) const {
 std::unique_ptr<TrackedLease> ConformanceTest::track(ILockProvider& provider, std::string_view n,
                                                      Wait wait, const AcquireOptions& options,
                                                      LockMode mode) {
+  const auto called = now_ns();
   auto lease = provider.try_acquire(n, mode, wait, options);
   if (!lease) return nullptr;
   std::string label = options.owner ? "owner " + *options.owner : thread_label();
   std::ostringstream via;
   via << label << " via provider " << static_cast<const void*>(&provider);
-  return std::make_unique<TrackedLease>(checker_, std::move(*lease), via.str());
+  return std::make_unique<TrackedLease>(checker_, std::move(*lease), via.str(), called);
 }
 
 std::string ConformanceTest::thread_label() {

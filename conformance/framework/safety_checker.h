@@ -46,8 +46,9 @@ class SafetyChecker {
   std::size_t record(HoldRecord hold);
   void set_end(std::size_t index, std::int64_t end_ns);
   void set_lost(std::size_t index, std::int64_t lost_ns);
-  // The lock `name` was destroyed from outside at `at_ns`: holds of it live then count as
-  // lost from that moment (their holders could not have known earlier).
+  // The lock `name` was destroyed from outside at `at_ns`: holds of it live then, or whose
+  // acquire was on its way then, count as lost from that moment (their holders could not
+  // have known earlier).
   void sabotaged(const std::string& name, std::int64_t at_ns);
 
   std::size_t size() const;
@@ -66,7 +67,9 @@ class SafetyChecker {
 // fires (recorded synchronously by a stop_callback), end when released through here.
 class TrackedLease {
  public:
-  TrackedLease(SafetyChecker& checker, Lease lease, std::string owner_label);
+  // `call_ns`: when the acquire that returned `lease` was called (now_ns()).
+  TrackedLease(SafetyChecker& checker, Lease lease, std::string owner_label,
+               std::optional<std::int64_t> call_ns = std::nullopt);
   TrackedLease(TrackedLease&&) = delete;
   ~TrackedLease();  // releases (recording the end) if still held; never throws
 

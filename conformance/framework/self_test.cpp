@@ -65,14 +65,23 @@ TEST(SelfTest, CheckerCountsASabotageWhileTheAcquireWasOnItsWay) {
   SafetyChecker c;
   HoldRecord a = hold("a", 1, 20, 100);
   a.call_ns = 0;
+  a.lost_ns = 70;  // told, later than b's grant
   c.record(a);
   c.record(hold("b", 2, 50, 150));
   c.sabotaged("n", 10);
   EXPECT_TRUE(c.violations().empty());
+  // A grant never signalled lost came after the sabotage, from a live lock: not excused.
+  SafetyChecker untold;
+  a.lost_ns.reset();
+  untold.record(a);
+  untold.record(hold("b", 2, 50, 150));
+  untold.sabotaged("n", 10);
+  EXPECT_EQ(untold.violations().size(), 1u);
   // An acquire called after the sabotage is not excused by it.
   SafetyChecker d;
   HoldRecord late = hold("a", 1, 20, 100);
   late.call_ns = 15;
+  late.lost_ns = 70;
   d.record(late);
   d.record(hold("b", 2, 50, 150));
   d.sabotaged("n", 10);
