@@ -1,17 +1,17 @@
 // ZkAcquisition: one acquire call on the zookeeper backend (brief §4.a).
 //
-// The first attempt creates our ephemeral-sequential node in a transaction that also
-// counts the container's children (Conn::create_counted): alone, we hold the lock after
-// that one request; otherwise one listing follows (every other child is older than ours).
-// We hold the lock when no relevant node is older than ours (exclusive: any; shared: an
-// exclusive one). Otherwise we watch
-// the two youngest relevant older nodes with data watches (so a node has at most two
-// watchers: no herd) and keep the snapshot: older nodes can only disappear, so when the
-// last of them goes we are granted with no round trip. The second watch keeps the snapshot
-// exact: when the older of the two goes (usually: it held the lock, and the nearer one holds
-// it now), one listing drops the nodes that went unseen before it, while the nearer one still
-// holds the lock, off the hand-off's path. The node is our queue place between attempts; the
-// destructor deletes it (guaranteed delete) unless an attempt returned a grant.
+// The first attempt creates our ephemeral-sequential node in a transaction that also counts
+// the container's children (Conn::create_counted): alone, we hold the lock after that one
+// request; otherwise one listing follows (every other child is older than ours). We hold the
+// lock when no relevant node is older than ours (exclusive: any; shared: an exclusive one).
+// Otherwise we watch the two youngest relevant older nodes with data watches (so a node has
+// at most two watchers: no herd) and keep the snapshot: older nodes can only disappear, so
+// when the last of them goes we are granted with no round trip. The second watch keeps the
+// snapshot exact: when the older of the two goes (usually: it held the lock, and the nearer
+// one holds it now), one listing drops the nodes that went unseen before it, while the
+// nearer one still holds the lock, off the hand-off's path. The node is our queue place
+// between attempts; the destructor deletes it (guaranteed delete) unless an attempt returned
+// a grant.
 #pragma once
 
 #include <chrono>
