@@ -382,6 +382,10 @@ start_one() {
   fi
   mkdir -p "$d"
   chmod 755 "$d"
+  # Not running: a pid file left by a killed instance must not be read for the new server's
+  # (redis writes its own some milliseconds after daemonizing; CI once saw the dead pid and
+  # reported "redis exited during startup" while the new redis was ready).
+  rm -f "$d/pid"
   local f
   for f in "$d"/*.log; do [[ -f "$f" ]] && mv -f "$f" "$f.prev"; done  # a fresh log per start
   echo "$port" >"$d/port"
