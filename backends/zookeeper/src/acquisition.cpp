@@ -154,13 +154,13 @@ spi::Attempt ZkAcquisition::attempt() {
 void ZkAcquisition::make_parent() {
   // The per-name parent is a container: the server removes it once it has been empty for
   // a while, so 10,000 names used once do not leave 10,000 nodes.
-  auto r = client_->await(conn_->create2(parent_, "", ZOO_CONTAINER));
-  if (r && r->rc == ZNONODE) {  // the root itself was deleted under us: make it again
+  auto r = client_->await(conn_->create(parent_, ZOO_CONTAINER));
+  if (r && *r == ZNONODE) {  // the root itself was deleted under us: make it again
     client_->ensure_node(*conn_, client_->options().root(), ZOO_PERSISTENT);
-    r = client_->await(conn_->create2(parent_, "", ZOO_CONTAINER));
+    r = client_->await(conn_->create(parent_, ZOO_CONTAINER));
   }
   if (!r) throw translate_error(conn_->where(), "creating", parent_, kTimedOut);
-  if (r->rc != ZOK && r->rc != ZNODEEXISTS) throw translate_error(conn_->where(), "creating", parent_, r->rc);
+  if (*r != ZOK && *r != ZNODEEXISTS) throw translate_error(conn_->where(), "creating", parent_, *r);
 }
 
 spi::Attempt ZkAcquisition::enqueue(int depth) {

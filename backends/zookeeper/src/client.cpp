@@ -58,10 +58,10 @@ std::shared_ptr<Conn> Client::conn() {
 }
 
 void Client::ensure_node(Conn& c, const std::string& path, int mode) {
-  auto r = await(c.create2(path, "", mode));
+  auto r = await(c.create(path, mode));
   if (!r) throw translate_error(options_.where, "creating", path, kTimedOut);
-  if (r->rc == ZOK || r->rc == ZNODEEXISTS) return;
-  throw translate_error(options_.where, "creating", path, r->rc);
+  if (*r == ZOK || *r == ZNODEEXISTS) return;
+  throw translate_error(options_.where, "creating", path, *r);
 }
 
 }  // namespace dlock::zookeeper

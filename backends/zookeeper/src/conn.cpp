@@ -34,21 +34,15 @@ std::unique_ptr<Ctx<T>> take(const void* data) {
 
 // A server answer (any rc other than a transport failure) proves the session was alive
 // when the request was sent.
-template <class T>
-void note_answer(Ctx<T>& ctx, int rc) {
+template <class Context>  // any request context with `conn` and `sent`
+void note_answer(Context& ctx, int rc) {
   if (!is_transport_error(rc)) ctx.conn->answered(ctx.sent);
 }
 
-void on_create2(int rc, const char* path, const Stat* stat, const void* data) {
-  auto ctx = take<CreateReply>(data);
+void on_created(int rc, const char*, const void* data) {
+  auto ctx = take<int>(data);
   note_answer(*ctx, rc);
-  CreateReply r;
-  r.rc = rc;
-  if (rc == ZOK) {
-    if (path != nullptr) r.path = path;
-    if (stat != nullptr) r.czxid = stat->czxid;
-  }
-  ctx->reply->set(std::move(r));
+  ctx->reply->set(rc);
 }
 
 // The create-and-count transaction (Conn::create_counted): its operations and the buffers
@@ -65,7 +59,7 @@ struct CountedCtx {
 
 void on_counted(int rc, const void* data) {
   std::unique_ptr<CountedCtx> ctx(static_cast<CountedCtx*>(const_cast<void*>(data)));
-  if (!is_transport_error(rc)) ctx->conn->answered(ctx->sent);
+  note_answer(*ctx, rc);
   CountedCreateReply r;
   r.rc = rc;
   if (rc == ZOK) {
@@ -121,7 +115,7 @@ struct WatchCtx {
 
 void on_watch_set(int rc, const char*, int, const Stat*, const void* data) {
   std::unique_ptr<WatchCtx> ctx(static_cast<WatchCtx*>(const_cast<void*>(data)));
-  if (!is_transport_error(rc)) ctx->conn->answered(ctx->sent);
+  note_answer(*ctx, rc);
   if (rc == ZOK) {  // the watch is set: the event will come, if anyone still wants it
     ctx->conn->drop_if_unwatched(ctx->path);
     return;
@@ -241,14 +235,13 @@ const ACL_vector* Conn::acl() const noexcept {
   return authenticated_ ? &ZOO_CREATOR_ALL_ACL : &ZOO_OPEN_ACL_UNSAFE;
 }
 
-std::shared_ptr<Reply<CreateReply>> Conn::create2(const std::string& path, const std::string& data, int mode) {
-  auto r = std::make_shared<Reply<CreateReply>>();
+std::shared_ptr<Reply<int>> Conn::create(const std::string& path, int mode) {
+  auto r = std::make_shared<Reply<int>>();
   auto* ctx = new_ctx(this, r);
-  const int rc = zoo_acreate2(zh_, path.c_str(), data.data(), static_cast<int>(data.size()), acl(), mode,
-                              &on_create2, ctx);
+  const int rc = zoo_acreate(zh_, path.c_str(), "", 0, acl(), mode, &on_created, ctx);
   if (rc != ZOK) {
     delete ctx;
-    r->set(CreateReply{rc, {}, 0});
+    r->set(rc);
   }
   return r;
 }
@@ -451,7 +444,7 @@ struct DeleteCtx {
 
 void on_guaranteed_delete(int rc, const void* data) {
   std::unique_ptr<DeleteCtx> ctx(static_cast<DeleteCtx*>(const_cast<void*>(data)));
-  if (!is_transport_error(rc)) ctx->conn->answered(ctx->sent);
+  note_answer(*ctx, rc);
   if (rc == ZOK || rc == ZNONODE || !is_transport_error(rc) || ctx->conn->dead()) return;
   // Not settled (connection lost, timeout): again a little later, from the worker.
   post([conn = std::move(ctx->conn), path = std::move(ctx->path)]() mutable {

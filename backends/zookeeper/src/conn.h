@@ -57,11 +57,6 @@ class Reply {
   std::optional<T> value_;
 };
 
-struct CreateReply {
-  int rc = 0;
-  std::string path;          // the created node (with its sequence suffix)
-  std::int64_t czxid = 0;
-};
 struct CountedCreateReply {
   int rc = 0;
   std::string path;          // the created node (with its sequence suffix)
@@ -116,7 +111,9 @@ class Conn {
   }
   void answered(Clock::time_point sent) noexcept;
 
-  std::shared_ptr<Reply<CreateReply>> create2(const std::string& path, const std::string& data, int mode);
+  // Creates `path` (a container or a persistent node: its name is known) with no data; the
+  // answer is the result code.
+  std::shared_ptr<Reply<int>> create(const std::string& path, int mode);
   // Creates a child of `parent` (path = parent + "/" + name) and, in the same transaction,
   // writes the parent's data again (empty, any version): the answer then carries the
   // parent's stat as of our create, so the caller learns how many children it has without
