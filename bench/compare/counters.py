@@ -11,9 +11,11 @@ snapshot(backend) -> dict of numbers; delta(a, b) -> dict. Keys:
   znode_writes               zookeeper: write transactions (zxid delta, the highest member's):
                              every create and delete of a znode, the lock's container included
 Every reader raises on failure; the caller turns that into a cell saying why.
+settle(kind, url) waits for the server's own background writes to stop before a window.
 """
 import os
 import socket
+import time
 import urllib.parse
 
 
@@ -134,6 +136,27 @@ def _zk(url, name):
                 # Low 32 bits count the epoch's transactions; a new epoch (restart) resets them.
                 zxid = max(zxid, int(line.split(":", 1)[1].strip(), 16))
     return {"requests": packets, "znode_writes": zxid}
+
+
+def settle(kind, url, quiet_s=1.5, cap_s=150):
+    """Waits until the server has stopped writing on its own, so that a window measured next
+    counts the measured client's writes only. ZooKeeper reaps empty containers (dlock's
+    per-name lock parents) in the background: after a run that left thousands of them (section
+    (d) of dlock-bench), every reaped one is a write transaction, at most 10,000 a minute. Quiet
+    means no new zxid for quiet_s (the test servers reap every second). Other servers: nothing
+    to wait for. Raises when the server is still writing after cap_s."""
+    if kind != "zookeeper":
+        return
+    deadline = time.monotonic() + cap_s
+    last, since = _zk(url, None)["znode_writes"], time.monotonic()
+    while time.monotonic() - since < quiet_s:
+        if time.monotonic() > deadline:
+            raise RuntimeError("the server kept writing on its own for %d s (container reaping?): "
+                               "no quiet window to measure in" % cap_s)
+        time.sleep(0.1)
+        now = _zk(url, None)["znode_writes"]
+        if now != last:
+            last, since = now, time.monotonic()
 
 
 def snapshot(kind, url, pids, name=None):

@@ -37,6 +37,7 @@ def _uncontended(ctx, b, row, args):
     """The peer's acquire + release loop; the server's IO and requests around it, per
     iteration (warm-up included; connecting adds a little)."""
     try:
+        counters.settle(b["kind"], b["uri"])  # earlier runs' background writes are not the peer's
         before = counters.snapshot(b["kind"], b["uri"], ctx.pids(b))
     except Exception as e:  # noqa: BLE001 - the IO cells say why
         before, row["io"] = None, {"why": "server counters failed: %s" % e}

@@ -77,6 +77,7 @@ def io_per_op(ctx, b, n):
     """Server IO and requests per try_lock + release, over n of them in one probe."""
     name = ctx.name("io")
     Probe(ctx.probe, b["uri"], "loop", name, 1).finish()  # creates per-name state first
+    counters.settle(b["kind"], b["uri"])  # earlier runs' background writes are not this one's
     before = counters.snapshot(b["kind"], b["uri"], ctx.pids(b), name)
     p = Probe(ctx.probe, b["uri"], "loop", name, n)
     p.expect("done", timeout=120)

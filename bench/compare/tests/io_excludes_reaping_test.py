@@ -7,7 +7,12 @@ is a write transaction (a zxid) inside the measured window: the full run of 2026
 
 Run by ctest (label zookeeper) against the test server of scripts/servers.sh:
   io_excludes_reaping_test.py BENCH PROBE   (DLOCK_TEST_ZOOKEEPER_URI must be set)
-Exit 0 when the measured writes per acquire + release are 2 (within 1%), 1 otherwise.
+Exit 0 when the measured writes per acquire + release are 2 within 1.5%, 1 otherwise. The
+margin is the probe's own fixed writes, spread over its 500 acquires: its session's create and
+close (2), the name's container made again after the reaper took it between the two probe runs
+(a failed multi and a create: 2), and about one reaping of that container per second of
+looping while it is empty between a release and the next acquire (3 each). The reaping left by
+a run before is 100-200 writes in the window.
 """
 import os
 import subprocess
@@ -50,10 +55,10 @@ def main():
     subprocess.run([bench, "--uri", short, "--only", "d", "--leases", "1000", "--no-peers"], check=True,
                    stdout=subprocess.DEVNULL, timeout=120)
     b = {"kind": "zookeeper", "uri": uri, "servers": ["zookeeper"]}
-    io = scenarios.io_per_op(Ctx(probe), b, 300)
+    io = scenarios.io_per_op(Ctx(probe), b, 500)
     writes = io["znode_writes_per_op"]
     print("znode writes per acquire + release: %.3f (the lock does 2)" % writes)
-    if not 1.98 <= writes <= 2.02:
+    if not 2.0 <= writes <= 2.03:
         print("FAIL: the measured window counted writes that are not the lock's", file=sys.stderr)
         return 1
     return 0
