@@ -14,28 +14,15 @@ close (2), the name's container made again after the reaper took it between the 
 looping while it is empty between a release and the next acquire (3 each). The reaping left by
 a run before is 100-200 writes in the window.
 """
+import argparse
 import os
 import subprocess
 import sys
 import urllib.parse
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+import compare  # noqa: E402
 import scenarios  # noqa: E402
-
-
-class Ctx:
-    """What scenarios.io_per_op needs of compare.py's context."""
-
-    def __init__(self, probe):
-        self.probe = probe
-        self.dir = os.environ.get("DLOCK_SERVERS_DIR", "/tmp/dlock-servers")
-
-    def name(self, what):
-        return "io-reaping-test-%d-%s" % (os.getpid(), what)
-
-    def pids(self, b):
-        import counters
-        return counters.server_pids(self.dir, b["servers"])
 
 
 def main():
@@ -55,7 +42,8 @@ def main():
     subprocess.run([bench, "--uri", short, "--only", "d", "--leases", "1000", "--no-peers"], check=True,
                    stdout=subprocess.DEVNULL, timeout=120)
     b = {"kind": "zookeeper", "uri": uri, "servers": ["zookeeper"]}
-    io = scenarios.io_per_op(Ctx(probe), b, 500)
+    ctx = compare.Ctx(argparse.Namespace(probe=probe, bench=bench, servers_script=None, quick=False))
+    io = scenarios.io_per_op(ctx, b, 500)
     writes = io["znode_writes_per_op"]
     print("znode writes per acquire + release: %.3f (the lock does 2)" % writes)
     if not 2.0 <= writes <= 2.03:
