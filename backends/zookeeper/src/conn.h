@@ -29,33 +29,10 @@
 
 #include "dlock/spi/session_holds.h"
 #include "options.h"
+#include "reply.h"
 #include "worker.h"
 
 namespace dlock::zookeeper {
-
-// The answer to one asynchronous request, filled by its completion.
-template <class T>
-class Reply {
- public:
-  void set(T value) {
-    {
-      std::lock_guard lk(mu_);
-      value_ = std::move(value);
-    }
-    cv_.notify_all();
-  }
-  // The answer, or nullopt if none came by `deadline`.
-  std::optional<T> wait_until(Clock::time_point deadline) {
-    std::unique_lock lk(mu_);
-    cv_.wait_until(lk, deadline, [&] { return value_.has_value(); });
-    return value_;
-  }
-
- private:
-  std::mutex mu_;
-  std::condition_variable cv_;
-  std::optional<T> value_;
-};
 
 struct CountedCreateReply {
   int rc = 0;
