@@ -8,6 +8,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <cstdint>
 #include <functional>
 #include <memory>
 #include <optional>
@@ -16,6 +17,7 @@
 #include <vector>
 
 #include "dlock/options.h"
+#include "dlock/spi/fork_guard.h"
 #include "dlock/spi/held_lock.h"
 
 namespace dlock::detail {
@@ -27,6 +29,10 @@ struct HoldState {
   std::shared_ptr<ProviderCore> core;
   std::shared_ptr<spi::HeldLock> lock;
   std::string owner;
+  // The process that took it (spi::fork_generation() then): a forked child's copy of the
+  // state is not a hold of the child's.
+  std::uint64_t fork_generation = 0;
+  bool in_taking_process() const noexcept { return fork_generation == spi::fork_generation(); }
   // Guarded by ProviderCore::mu_:
   int holds = 0;           // live Holds (re-entrant count)
   bool releasing = false;  // the last Hold is releasing it on the backend

@@ -35,7 +35,7 @@ Lease& Lease::operator=(Lease&& other) noexcept {
 Lease::~Lease() = default;
 
 bool Lease::held() const noexcept {
-  return hold_ && !hold_->released() && !hold_->state()->lock->lost();
+  return hold_ && !hold_->released() && !hold_->state()->lock->lost() && hold_->state()->in_taking_process();
 }
 
 const std::string& Lease::name() const noexcept { return hold_ ? hold_->state()->lock->name() : kEmpty; }

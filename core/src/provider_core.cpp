@@ -44,6 +44,9 @@ std::optional<Lease> ProviderCore::reenter(const Key& key, LockMode mode, Clock:
     auto it = holds_.find(key);
     if (it == holds_.end()) return std::nullopt;
     auto st = it->second;
+    // A forked child's copy of its parent's hold is never re-entered: the child's thread has
+    // the same owner id, but the parent holds the lock.
+    if (!st->in_taking_process()) return std::nullopt;
     if (st->ended || st->lock->lost() || st->lock->expires_at() <= Clock::now()) {
       // A lost or run-out lock is never re-entered: the next acquire starts afresh (the
       // watchdog may not have told the holder yet).
@@ -78,8 +81,11 @@ std::optional<Lease> ProviderCore::try_acquire(std::string_view name, LockMode m
   if (options.cancel.stop_requested()) return std::nullopt;
 
   std::string seq = std::to_string(next_seq_++);
-  std::string owner_key = client_id_ + ":" + seq + ":" + key.second;
-  std::string waiter_id = client_id_ + ":w" + seq;
+  // A forked child continues its parent's copy of the id and of the sequence: it draws an id
+  // of its own, so that no server takes parent and child for one owner.
+  const std::string client = fork_.in_forked_child() ? random_client_id() : client_id_;
+  std::string owner_key = client + ":" + seq + ":" + key.second;
+  std::string waiter_id = client + ":w" + seq;
   milliseconds lease = options.lease.value_or(caps_.default_lease);
   spi::AttemptRequest request;
   request.name = name;
@@ -98,6 +104,7 @@ std::optional<Lease> ProviderCore::try_acquire(std::string_view name, LockMode m
   st->core = shared_from_this();
   st->lock = std::move(held);
   st->owner = key.second;
+  st->fork_generation = spi::fork_generation();
   st->holds = 1;
   WatchPlan plan;
   plan.max_hold_deadline = options.max_hold ? granted + *options.max_hold : Clock::time_point::max();
@@ -126,6 +133,12 @@ std::optional<Lease> ProviderCore::try_acquire(std::string_view name, LockMode m
 
 bool ProviderCore::release(Hold& hold) {
   auto& st = *hold.state();
+  if (!st.in_taking_process()) {
+    // A forked child's copy of its parent's lease: the parent holds the lock. Touches
+    // nothing shared (a mutex may have been locked at fork time, the threads are gone).
+    hold.set_released();
+    return false;
+  }
   {
     Lock lock(mu_);
     if (hold.released()) return false;
@@ -179,6 +192,10 @@ void ProviderCore::forget_locked(const HoldState& st) {
 void ProviderCore::extend(Hold& hold, milliseconds lease) {
   if (lease.count() <= 0) invalid("lease must be > 0");
   auto& st = *hold.state();
+  if (!st.in_taking_process()) {
+    throw Error(ErrorCode::not_held, "lease of '" + st.lock->name() +
+                                         "' was taken by the parent process: a forked child does not hold it");
+  }
   {
     Lock lock(mu_);
     if (hold.released() || st.ended || st.lock->lost()) {

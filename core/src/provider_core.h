@@ -12,6 +12,7 @@
 
 #include "dlock/lease.h"
 #include "dlock/spi/backend.h"
+#include "dlock/spi/fork_guard.h"
 #include "dlock/wait.h"
 #include "hold.h"
 #include "scheduler.h"
@@ -52,7 +53,8 @@ class ProviderCore : public std::enable_shared_from_this<ProviderCore> {
 
   std::shared_ptr<spi::Backend> backend_;
   const Capabilities caps_;
-  const std::string client_id_;
+  const std::string client_id_;  // in the process that made this core (fork_)
+  const spi::ForkGuard fork_;
   std::atomic<std::uint64_t> next_seq_{1};
 
   // Also guards every HoldState's holds/releasing/ended (see hold.h).

@@ -107,6 +107,7 @@ class ScriptedBackend final : public spi::Backend {
 
   std::mutex mu;
   std::set<std::string> holders;                  // guarded by mu
+  std::vector<std::string> owner_keys;            // of every grant, in order; guarded by mu
   std::vector<Release> releases;                  // guarded by mu
   std::vector<Renewal> renewals;                  // guarded by mu
   std::vector<std::function<void()>> waiters;     // wake functions; guarded by mu
@@ -157,6 +158,7 @@ class ScriptedBackend final : public spi::Backend {
       {
         std::lock_guard guard(b_.mu);
         if (!b_.holders.insert(std::string(r_.name)).second) return spi::Busy{};
+        b_.owner_keys.emplace_back(r_.owner_key);
         lock = std::make_shared<spi::HeldLock>(std::string(r_.name), r_.mode, std::string(r_.owner_key),
                                                ++b_.next_token_, b_.estimate(Clock::now(), r_.lease));
       }
