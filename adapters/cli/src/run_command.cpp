@@ -106,14 +106,15 @@ bool release_quietly(Lease& lease, const std::string& shown) {
   }
 }
 
-int run_with_signals(const RunArgs& args, SignalFd& signals) {
+int run_with_signals(const RunArgs& args, SignalFd& signals, const InheritedFds& inherited) {
   const std::string shown = printable(args.name);
   EventFd lost;  // outlives the lease, whose on_lost callback raises it
   std::shared_ptr<ILockProvider> provider = dlock::open(resolve_uri(args.uri));
 
   AcquireOptions options;
   options.lease = args.lease;
-  options.max_hold = args.max_hold;
+  // --max-hold is not the core's max_hold (which gives the lock up at once): dlock stops CMD
+  // then and keeps the lock until CMD is gone, so nobody runs the job alongside it.
   std::stop_source cancel;
   options.cancel = cancel.get_token();
   const Wait wait = args.wait ? Wait::for_duration(*args.wait) : Wait::forever();
@@ -145,6 +146,7 @@ int run_with_signals(const RunArgs& args, SignalFd& signals) {
   }
   lease->on_lost([&lost] { lost.notify(); });
 
+  inherited.close_others_on_exec();  // CMD and its guard get none of the lock service's
   pid_t pid = spawn_command(args.command, child_environment(*lease, provider->uri()), signals.original_mask());
   if (pid < 0) {
     release_quietly(*lease, shown);
