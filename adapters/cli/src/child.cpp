@@ -6,6 +6,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
@@ -75,12 +76,20 @@ void restore_terminal() noexcept {
   g_took_terminal = false;
 }
 
-ChildExit supervise(pid_t pid, SignalFd& signals, const EventFd& lost, std::chrono::milliseconds grace,
-                    const std::function<void()>& on_lost) {
+ChildExit supervise(pid_t pid, SignalFd& signals, const EventFd& lost, const StopPlan& plan) {
   using Clock = std::chrono::steady_clock;
   ChildExit result;
-  std::optional<Clock::time_point> kill_at;  // set once SIGTERM was sent for a lost lock
+  std::optional<Clock::time_point> kill_at;  // set once SIGTERM was sent to stop it
   bool killed = false;
+  bool lost_handled = false;
+  // Sends SIGTERM now and plans the SIGKILL for `grace` later, or `latest` if sooner.
+  auto stop = [&](Clock::time_point latest, const std::function<void(std::chrono::milliseconds)>& tell) {
+    result.lost = true;
+    const auto now = Clock::now();
+    kill_at = std::min(now + plan.grace, std::max(latest, now));
+    if (tell) tell(std::chrono::ceil<std::chrono::milliseconds>(*kill_at - now));
+    ::kill(-pid, SIGTERM);
+  };
   for (;;) {
     // WNOWAIT: the exited command stays a zombie, so its pid (the group's id) cannot be
     // reused while the rest of its group is signalled below.
@@ -100,27 +109,36 @@ ChildExit supervise(pid_t pid, SignalFd& signals, const EventFd& lost, std::chro
     }
 
     std::optional<std::chrono::milliseconds> timeout;
+    const auto now = Clock::now();
     if (kill_at && !killed) {
-      auto now = Clock::now();
       if (now >= *kill_at) {
         ::kill(-pid, SIGKILL);
         killed = true;
       } else {
         timeout = std::chrono::ceil<std::chrono::milliseconds>(*kill_at - now);
       }
+    } else if (!kill_at && plan.stop_at) {
+      if (now >= *plan.stop_at) {
+        stop(Clock::time_point::max(), plan.on_stop);  // the lock stays held meanwhile
+        continue;
+      }
+      timeout = std::chrono::ceil<std::chrono::milliseconds>(*plan.stop_at - now);
     }
 
     // Once the loss is handled, stop watching the (still readable) eventfd.
-    int which = wait_readable({signals.fd(), result.lost ? -1 : lost.fd()}, timeout);
+    int which = wait_readable({signals.fd(), lost_handled ? -1 : lost.fd()}, timeout);
     if (which == 0) {
       while (std::optional<int> sig = signals.read()) {
         if (*sig != SIGCHLD) ::kill(-pid, *sig);
       }
     } else if (which == 1) {
-      result.lost = true;
-      if (on_lost) on_lost();
-      ::kill(-pid, SIGTERM);
-      kill_at = Clock::now() + grace;
+      lost_handled = true;
+      const Clock::time_point end = plan.lock_end ? plan.lock_end() : Clock::time_point::max();
+      if (!kill_at) {
+        stop(end, plan.on_lost);
+      } else if (!killed && end < *kill_at) {
+        kill_at = std::max(end, Clock::now());  // lost while already stopping (--max-hold)
+      }
     }
   }
 }

@@ -6,6 +6,7 @@
 
 #include <chrono>
 #include <functional>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -30,17 +31,30 @@ void restore_terminal() noexcept;
 // How the supervised command ended.
 struct ChildExit {
   int status = 0;     // its exit status, or 128+N if signal N killed it
-  bool lost = false;  // the lock was lost while it ran (it was sent SIGTERM/SIGKILL)
+  bool lost = false;  // the lock was lost (or --max-hold came) while it ran: it was stopped
+};
+
+// When and how supervise() stops the command.
+struct StopPlan {
+  std::chrono::milliseconds grace{0};  // between SIGTERM and SIGKILL
+  // When the lock may be granted to someone else, read once the lock is lost: the SIGKILL
+  // comes by then at the latest, whatever `grace` says.
+  std::function<std::chrono::steady_clock::time_point()> lock_end;
+  // --max-hold: the command is stopped then (the lock still held, renewed).
+  std::optional<std::chrono::steady_clock::time_point> stop_at;
+  // Called once when the lock is lost (or stop_at comes), with the delay before SIGKILL.
+  std::function<void(std::chrono::milliseconds kill_in)> on_lost;
+  std::function<void(std::chrono::milliseconds kill_in)> on_stop;
 };
 
 // Blocks until child `pid` has exited, then returns how. Meanwhile forwards every signal
-// read from `signals` except SIGCHLD to the child's process group, and once `lost` becomes
-// readable calls `on_lost` (if set; e.g. to print it) and sends the group SIGTERM, then
-// SIGKILL if the command is still alive `grace` later; once the command itself has exited
-// after a loss, whatever is left of its group gets SIGKILL at once. Sleeps in poll(); no
-// busy waiting. Never throws.
-ChildExit supervise(pid_t pid, SignalFd& signals, const EventFd& lost, std::chrono::milliseconds grace,
-                    const std::function<void()>& on_lost);
+// read from `signals` except SIGCHLD to the child's process group. Once `lost` becomes
+// readable, or plan.stop_at comes, it calls plan.on_lost or plan.on_stop and sends the group
+// SIGTERM, then SIGKILL if the command is still alive `grace` later (after a loss: by
+// plan.lock_end() if that comes sooner); once the command itself has exited after that,
+// whatever is left of its group gets SIGKILL at once. Sleeps in poll(); no busy waiting.
+// Never throws.
+ChildExit supervise(pid_t pid, SignalFd& signals, const EventFd& lost, const StopPlan& plan);
 
 // A dlock killed with SIGKILL (OOM killer, `timeout -s KILL`, a crash) cannot stop its
 // command, so a guard process does: `dlock` re-executed in guard mode (run_guard), holding

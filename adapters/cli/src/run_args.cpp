@@ -40,8 +40,10 @@ Durations: 250ms, 5s, 1.5s, 2m, 1h. --wait and --grace also take 0; --wait also 
 "forever" (the default).
 
 CMD runs in a process group of its own. If the lock is lost while CMD runs (lease not
-renewed, session gone, --max-hold reached), the group gets SIGTERM, then SIGKILL after
---grace, and dlock exits 70. SIGINT, SIGTERM, SIGHUP and SIGQUIT sent to dlock are forwarded
+renewed, session gone), the group gets SIGTERM, then SIGKILL after --grace or when the lock
+may be granted to someone else, whichever comes first, and dlock exits 70. At --max-hold the
+group is stopped the same way while dlock still holds the lock, released once CMD is gone
+(exit 70). SIGINT, SIGTERM, SIGHUP and SIGQUIT sent to dlock are forwarded
 to the group; the lock is released once CMD has exited. If dlock itself is killed (even
 SIGKILL), a guard process stops the group the same way. A process that leaves the group
 (setsid, a daemon) is beyond dlock's reach. A signal received while waiting for the lock
@@ -158,11 +160,12 @@ ParsedCommandLine parse_command_line(int argc, const char* const* argv) {
   run->add_option("--lease", lease, "Hold the lock at most this long, unrenewed: CMD is stopped when it runs out\n"
                    "(default: the backend's lease, renewed until CMD exits)")
       ->type_name("DURATION");
-  run->add_option("--max-hold", max_hold, "Renew the lock at most this long, then give it up and stop CMD\n"
-                   "(a crashed dlock still frees it within one default lease)")
+  run->add_option("--max-hold", max_hold, "Stop CMD after this long (SIGTERM, SIGKILL after --grace), then\n"
+                   "release the lock (a crashed dlock still frees it within one default lease)")
       ->type_name("DURATION");
   run->add_flag("--shared", args.shared, "Take a shared (reader) hold instead of an exclusive one");
-  run->add_option("--grace", grace, "Delay between SIGTERM and SIGKILL when the lock is lost")
+  run->add_option("--grace", grace, "Delay between SIGTERM and SIGKILL when CMD is stopped (shorter if\n"
+                   "the lock may be granted to someone else sooner)")
       ->type_name("DURATION")
       ->capture_default_str();
   run->add_flag("-v,--verbose", args.verbose, "Report acquisition and release on stderr");

@@ -17,6 +17,7 @@
 #include "default_uri.h"
 #include "dlock/dlock.h"
 #include "exit_codes.h"
+#include "inherited_fds.h"
 #include "signals.h"
 
 extern char** environ;
@@ -131,6 +132,7 @@ int run_with_signals(const RunArgs& args, SignalFd& signals, const InheritedFds&
     if (lease) release_quietly(*lease, shown);
     return 128 + cancelled_by;
   }
+  const auto granted = std::chrono::steady_clock::now();
   if (!lease) {
     if (args.wait && args.wait->count() <= 0) {
       std::cerr << "dlock: lock '" << shown << "' is held by someone else (not acquired; --wait 0 tries once)\n";
@@ -165,10 +167,20 @@ int run_with_signals(const RunArgs& args, SignalFd& signals, const InheritedFds&
     throw;
   }
 
-  ChildExit exit = supervise(pid, signals, lost, args.grace, [&] {
+  StopPlan plan;
+  plan.grace = args.grace;
+  plan.lock_end = [&lease] { return lease->expires_at(); };
+  if (args.max_hold) plan.stop_at = granted + *args.max_hold;
+  plan.on_lost = [&](std::chrono::milliseconds kill_in) {
     std::cerr << "dlock: lock '" << shown << "' lost; stopping the command (SIGTERM, SIGKILL after "
-              << format_duration(args.grace) << ")\n";
-  });
+              << format_duration(kill_in) << ")\n";
+  };
+  plan.on_stop = [&](std::chrono::milliseconds kill_in) {
+    std::cerr << "dlock: lock '" << shown << "' held for --max-hold " << format_duration(*args.max_hold)
+              << "; stopping the command (SIGTERM, SIGKILL after " << format_duration(kill_in)
+              << "), then releasing the lock\n";
+  };
+  ChildExit exit = supervise(pid, signals, lost, plan);
   guard->finish();
   restore_terminal();
   if (release_quietly(*lease, shown) && args.verbose) std::cerr << "dlock: released '" << shown << "'\n";
@@ -179,8 +191,9 @@ int run_with_signals(const RunArgs& args, SignalFd& signals, const InheritedFds&
 
 int run_locked(const RunArgs& args) {
   try {
-    SignalFd signals;  // first: every thread dlock starts inherits the blocked mask
-    return run_with_signals(args, signals);
+    const InheritedFds inherited;  // before dlock opens any descriptor of its own
+    SignalFd signals;  // first thread-wise: every thread dlock starts inherits the blocked mask
+    return run_with_signals(args, signals, inherited);
   } catch (const Error& e) {
     std::cerr << "dlock: " << e.what() << "\n";
     return exit_code_for(e.code());

@@ -60,7 +60,8 @@ TEST(CliSignals, ASignalWhileWaitingCancelsTheWait) {
 }
 
 TEST(CliSignals, LostLockStopsTheCommandWithSigtermAndExits70) {
-  // --max-hold stops the watchdog; an explicit --lease is never renewed: both lose the lock.
+  // An explicit --lease is never renewed: the lock is lost; --max-hold stops the command
+  // (and then releases the lock): both exit 70.
   for (const std::string option : {"--max-hold", "--lease"})
   for (const std::string uri : {"mem://", "file"}) {
     SCOPED_TRACE(option + " " + uri);
@@ -72,7 +73,7 @@ TEST(CliSignals, LostLockStopsTheCommandWithSigtermAndExits70) {
     EXPECT_TRUE(r.exited);
     EXPECT_EQ(r.code, 70) << r.err;
     EXPECT_EQ(r.out, "stopped\n");
-    EXPECT_NE(r.err.find("lost"), std::string::npos) << r.err;
+    EXPECT_NE(r.err.find(option == "--lease" ? "lost" : "held for --max-hold"), std::string::npos) << r.err;
     EXPECT_GE(r.elapsed, milliseconds(250));
     EXPECT_LT(r.elapsed, milliseconds(4000));
   }
@@ -86,6 +87,37 @@ TEST(CliSignals, ACommandIgnoringSigtermIsKilledAfterTheGrace) {
   EXPECT_EQ(r.code, 70) << r.err;
   EXPECT_GE(r.elapsed, milliseconds(450));
   EXPECT_LT(r.elapsed, milliseconds(4000));
+}
+
+// Once the lock may be granted to someone else, the command must not run on: a command that
+// ignores SIGTERM is killed when the lease ends, however long --grace is.
+TEST(CliSignals, ALostLocksCommandIsKilledWhenTheLeaseEndsNotAfterTheWholeGrace) {
+  Sandbox box;
+  auto r = box.run({"run", "--uri", "mem://", "--lease", "300ms", "--grace", "8s", "job", "--", "sh", "-c",
+                    "trap '' TERM; while :; do sleep 0.05; done"},
+                   {}, milliseconds(15000));
+  EXPECT_TRUE(r.exited);
+  EXPECT_EQ(r.code, 70) << r.err;
+  EXPECT_LT(r.elapsed, milliseconds(3000)) << "the command ran on after its lease ended: " << r.err;
+}
+
+// --max-hold stops the command, but the lock stays held until the command is gone: nobody
+// else may run the job while a command that ignores SIGTERM still does.
+TEST(CliSignals, MaxHoldKeepsTheLockUntilTheCommandIsGone) {
+  Sandbox box;
+  auto ready = box.dir() / "ready";
+  pid_t p = box.start({"run", "--uri", box.file_uri(), "--max-hold", "300ms", "--grace", "2s", "job", "--", "sh",
+                       "-c", "trap '' TERM; touch '" + ready.string() + "'; while :; do sleep 0.05; done"});
+  ASSERT_TRUE(box.wait_ready(p, ready)) << box.wait(p).err;
+  std::this_thread::sleep_for(milliseconds(1000));  // past --max-hold, within --grace
+  auto other = box.run({"run", "--uri", box.file_uri(), "--wait", "0", "job", "--", "true"});
+  EXPECT_EQ(other.code, 75) << "another dlock ran the job while the first command still ran: " << other.err;
+  auto r = box.wait(p, milliseconds(10000));
+  EXPECT_TRUE(r.exited);
+  EXPECT_EQ(r.code, 70) << r.err;
+  EXPECT_GE(r.elapsed, milliseconds(2000)) << "killed before --max-hold + --grace";
+  auto after = box.run({"run", "--uri", box.file_uri(), "--wait", "0", "job", "--", "true"});
+  EXPECT_EQ(after.code, 0) << "not released once the command was gone: " << after.err;
 }
 
 }  // namespace
