@@ -153,6 +153,9 @@ std::string redact_uri(std::string_view text) {
 Uri Uri::parse(std::string_view text) {
   std::string s(text);
   if (s.find('\0') != std::string::npos) bad(text, "contains a NUL byte");
+  // Decoded, a NUL would cut a value short where a client library takes C strings ("a%00b"
+  // read as "a": two prefixes one namespace, a password checked by its first part).
+  if (s.find("%00") != std::string::npos) bad(text, "contains a percent-encoded NUL (%00)");
   std::size_t sep = s.find("://");
   if (sep == std::string::npos || sep == 0) bad(text, "no scheme (want scheme://…)");
 
@@ -164,8 +167,10 @@ Uri Uri::parse(std::string_view text) {
   // "u:pw/x@h": a password with an unencoded '/', '?' or '#' ends the authority early, and
   // what follows would be read as host, port and path, printing part of the password in
   // messages ("bad port 'pw'") and connecting elsewhere. Refused before anything is quoted.
-  if ((at == std::string::npos || at < auth_begin) && s.find(':', auth_begin) < auth_end &&
-      s.find('@', auth_end) != std::string::npos) {
+  // "u:ab@cd:pw/x@h": the same with an '@' in the password too. Any '@' past the authority
+  // that a ':' comes before may end a password: refused alike.
+  const std::size_t last_at = s.rfind('@');
+  if (last_at != std::string::npos && last_at > auth_end && s.find(':', auth_begin) < last_at) {
     bad(text, "'@' after the host: percent-encode '/', '?', '#' and '@' in a user name or password "
               "(%2F, %3F, %23, %40), and '@' elsewhere as %40");
   }

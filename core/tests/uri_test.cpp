@@ -105,6 +105,8 @@ TEST(Uri, NoFormOfPasswordAppearsInMessagesOrRedactedForms) {
       "redis://u:" + pw + "?xyzzy@h:1/0",                 // unencoded '?'
       "redis://u:" + pw + "#xyzzy@h:1/0",                 // unencoded '#'
       "redis://u:" + pw + "@xyzzy@h:1/0",                 // unencoded '@'
+      "redis://u:ab@cd:" + pw + "/xyzzy@h:1/0",           // '@', ':' and '/' unencoded
+      "mysql://u:ab@cd:" + pw + "/xyzzy@h:1/db",
       "redis://:" + pw + "/xyzzy@h:1/0",                  // no user
       "redis://u:" + pw + "@h:6x79/0",                    // malformed port
       "redis://u:" + pw + "@[::1/0",                      // malformed host
@@ -151,6 +153,21 @@ TEST(Uri, AnAtSignAfterTheHostIsRefusedSayingWhatToEncode) {
   EXPECT_NE(msg.find("%40"), std::string::npos) << msg;
   EXPECT_EQ(Uri::parse("redis://h:1/0?client=me%40example").params[0].second, "me@example");
   EXPECT_EQ(Uri::parse("file:///var/lock/a@b").path, "/var/lock/a@b");  // no ':' before it: a path
+}
+
+// A percent-encoded NUL would cut the value short where a client library takes C strings:
+// "prefix=a%00b" and "prefix=a%00c" one namespace, "user%00x" logged in as "user", a
+// password with "%00..." accepted for its first part.
+TEST(Uri, APercentEncodedNulIsRefusedWherever) {
+  for (const std::string text : {"mysql://dlock%00x:pw@h:1/db", "mysql://dlock:pw%00x@h:1/db",
+                                 "mysql://dlock:pw@h%00x:1/db", "mysql://dlock:pw@h:1/db%00x",
+                                 "redis://h:1/0?prefix=a%00b", "redis://h:1/0?pre%00fix=a"}) {
+    std::string msg;
+    EXPECT_EQ(code_of(text, &msg), ErrorCode::invalid_argument) << text;
+    EXPECT_NE(msg.find("%00"), std::string::npos) << msg;
+    EXPECT_EQ(msg.find("pw%00x"), std::string::npos) << "a password quoted: " << msg;
+  }
+  EXPECT_EQ(Uri::parse("redis://h:1/0?prefix=a%2500b").params[0].second, "a%00b");  // no NUL: kept
 }
 
 TEST(UriParams, ReadsTypedValuesAndRejectsUnknownKeys) {
