@@ -10,7 +10,7 @@
 namespace dlock {
 namespace {
 
-constexpr double kMaxMs = 24.0 * 24 * 3600 * 1000;  // ~24 days: fits every backend's timeout type
+constexpr double kMaxMs = static_cast<double>(kLongestDuration.count());
 
 [[noreturn]] void bad(std::string_view text, std::string_view why) {
   throw Error(ErrorCode::invalid_argument,

@@ -1,5 +1,6 @@
 #include "provider_core.h"
 
+#include "dlock/duration.h"
 #include "dlock/error.h"
 #include "owner.h"
 #include "scheduler.h"
@@ -30,8 +31,12 @@ void ProviderCore::validate(std::string_view name, LockMode mode, const AcquireO
   if (o.owner && (o.owner->empty() || o.owner->size() > kMaxOwnerBytes)) {
     invalid("owner id must be 1.." + std::to_string(kMaxOwnerBytes) + " bytes");
   }
-  if (o.lease && o.lease->count() <= 0) invalid("lease must be > 0");
-  if (o.max_hold && o.max_hold->count() <= 0) invalid("max_hold must be > 0");
+  if (o.lease && (o.lease->count() <= 0 || *o.lease > kLongestDuration)) {
+    invalid("lease must be > 0 and at most " + format_duration(kLongestDuration));
+  }
+  if (o.max_hold && (o.max_hold->count() <= 0 || *o.max_hold > kLongestDuration)) {
+    invalid("max_hold must be > 0 and at most " + format_duration(kLongestDuration));
+  }
   if (mode == LockMode::shared && !caps_.read_write) {
     throw Error(ErrorCode::unsupported, "this backend has no shared (read) locks");
   }
@@ -190,7 +195,9 @@ void ProviderCore::forget_locked(const HoldState& st) {
 }
 
 void ProviderCore::extend(Hold& hold, milliseconds lease) {
-  if (lease.count() <= 0) invalid("lease must be > 0");
+  if (lease.count() <= 0 || lease > kLongestDuration) {
+    invalid("lease must be > 0 and at most " + format_duration(kLongestDuration));
+  }
   auto& st = *hold.state();
   if (!st.in_taking_process()) {
     throw Error(ErrorCode::not_held, "lease of '" + st.lock->name() +

@@ -178,6 +178,35 @@ TEST_F(LeaseTest, NamesAreBytesCaseSensitiveAndDistinct) {
   EXPECT_TRUE(binary && prefix);
 }
 
+// Leases and hold limits longer than every backend's time types hold (the same ~24 days
+// parse_duration takes) are refused: 317 years overflowed a server-side expiry into a row
+// locked for good, milliseconds::max() wrapped negative.
+TEST_F(LeaseTest, LeasesBeyondTheLongestDurationAreInvalidArgument) {
+  const std::chrono::milliseconds longest = std::chrono::hours(24 * 24);
+  for (auto too_long : {longest + std::chrono::milliseconds(1), std::chrono::milliseconds(10'000'000'000'000),
+                        std::chrono::milliseconds::max()}) {
+    for (int which = 0; which < 2; ++which) {
+      AcquireOptions o;
+      (which == 0 ? o.lease : o.max_hold) = too_long;
+      try {
+        (void)a->try_lock("x", Wait::try_once(), o);
+        ADD_FAILURE() << (which == 0 ? "lease " : "max_hold ") << too_long.count() << " ms accepted";
+      } catch (const Error& e) {
+        EXPECT_EQ(e.code(), ErrorCode::invalid_argument) << e.what();
+      }
+    }
+  }
+  auto l = a->try_lock("x", Wait::try_once(), {.lease = longest});
+  ASSERT_TRUE(l) << "the longest duration itself is accepted";
+  try {
+    l->extend(std::chrono::milliseconds::max());
+    ADD_FAILURE() << "extend accepted milliseconds::max()";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), ErrorCode::invalid_argument) << e.what();
+  }
+  EXPECT_TRUE(l->held());
+}
+
 }  // namespace
 }  // namespace dlock
 
@@ -205,6 +234,5 @@ TEST(ForkAndWait, ProviderCanBeDroppedInAForkedChild) {
   EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << status;
   EXPECT_TRUE(held->held());
 }
-
 }  // namespace
 }  // namespace dlock

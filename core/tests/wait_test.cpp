@@ -175,5 +175,13 @@ TEST(WaitFd, AReadableWaitFdWakesTheWaiterAndCancelStillEndsTheWait) {
   EXPECT_LT(d, 1s) << "cancel did not interrupt the poll";
 }
 
+// A very long wait is a wait forever, never a deadline that wrapped into the past (try once).
+TEST(WaitDeadline, AHugeDurationSaturatesInsteadOfWrapping) {
+  const auto now = std::chrono::steady_clock::now();
+  EXPECT_EQ(Wait::for_duration(std::chrono::steady_clock::duration::max()).deadline_from(now),
+            std::chrono::steady_clock::time_point::max());
+  EXPECT_EQ(Wait::for_duration(std::chrono::hours(24 * 365 * 100)).deadline_from(now), now + std::chrono::hours(24 * 365 * 100));
+}
+
 }  // namespace
 }  // namespace dlock

@@ -27,7 +27,10 @@ class Wait {
   Clock::time_point deadline_from(Clock::time_point start) const noexcept {
     switch (kind_) {
       case Kind::once: return start;
-      case Kind::duration: return d_ <= Clock::duration::zero() ? start : start + d_;
+      case Kind::duration:
+        if (d_ <= Clock::duration::zero()) return start;
+        // Saturates: a wait too long for the clock is a wait forever, not a wrapped deadline.
+        return d_ >= Clock::time_point::max() - start ? Clock::time_point::max() : start + d_;
       case Kind::deadline: return deadline_;
       case Kind::infinite: break;
     }
