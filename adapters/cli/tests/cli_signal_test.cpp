@@ -67,8 +67,10 @@ TEST(CliSignals, LostLockStopsTheCommandWithSigtermAndExits70) {
     SCOPED_TRACE(option + " " + uri);
     Sandbox box;
     std::string u = uri == "file" ? box.file_uri() : uri;
+    // `wait` returns at once for a trapped signal: the trap runs within the lease's last
+    // 50 ms, before the SIGKILL that comes when the lease ends.
     auto r = box.run({"run", "--uri", u, option, "300ms", "job", "--", "sh", "-c",
-                      "trap 'echo stopped; exit 0' TERM; while :; do sleep 0.05; done"},
+                      "trap 'echo stopped; exit 0' TERM; while :; do sleep 0.05 & wait $!; done"},
                      {}, milliseconds(10000));
     EXPECT_TRUE(r.exited);
     EXPECT_EQ(r.code, 70) << r.err;
