@@ -73,6 +73,8 @@ class Connection {
   Rows run_prepared_lock(const std::string& sql_text, const std::string& key_hex);
 
   ConnClass cls() const noexcept { return cls_; }
+  // Whether this connection's slot is one of `slots`.
+  bool counted_by(const Slots& slots) const noexcept { return slots_.get() == &slots; }
   std::uint64_t id() const noexcept { return id_; }
   // The socket's fd in this process, or -1 when it could not be found (unix socket, a
   // proxy that rewrote the port): then only probes notice a dead session.

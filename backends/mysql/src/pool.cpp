@@ -61,8 +61,15 @@ std::shared_ptr<Connection> Pool::get(ConnClass cls) {
   return conn;
 }
 
+std::shared_ptr<Connection> Pool::get_outside_cap(ConnClass cls) {
+  if (auto c = pop_idle(cls)) return c;
+  auto own = std::make_shared<Slots>(1);
+  own->take(std::chrono::steady_clock::now());
+  return Connection::open(options_, cls, std::move(own), &behind_proxy_);
+}
+
 void Pool::put(std::shared_ptr<Connection> conn) noexcept {
-  if (!conn || conn->broken) return;
+  if (!conn || conn->broken || !conn->counted_by(*slots_)) return;
   try {
     std::lock_guard lock(mu_);
     idle_.push_back(std::move(conn));

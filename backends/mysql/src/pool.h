@@ -25,7 +25,12 @@ class Pool {
   // when `pool` connections are open, then throws Error(unavailable) saying so.
   // Throws Error for connect failures.
   std::shared_ptr<Connection> get(ConnClass cls);
-  // Returns a healthy connection to the idle cache; drops a broken one.
+  // An idle connection of class `cls`, or a new one not counted against the cap, at once:
+  // for a KILL QUERY, which must not wait for a slot. put() drops it if it is outside the cap.
+  // Throws Error for connect failures.
+  std::shared_ptr<Connection> get_outside_cap(ConnClass cls);
+  // Returns a healthy connection of this pool's cap to the idle cache; drops a broken one and
+  // one opened outside the cap.
   void put(std::shared_ptr<Connection> conn) noexcept;
   std::size_t open() const { return slots_->open(); }
 

@@ -20,15 +20,33 @@ std::uint64_t parse_token(const Rows& rows, const MysqlOptions& o) {
   return std::stoull(*rows[0][0]);
 }
 
-// Sends KILL QUERY <id> from a pooled connection. False if it could not be sent.
+// Sends KILL QUERY <id> from an idle cached connection or a new one outside the pool cap (a
+// give-up must not wait for a slot: the waiter it kills may hold the last one). Blocks up to
+// connect_timeout + command_timeout: run it off the caller's thread. False if not sent.
 bool kill_query(Shared& shared, std::uint64_t id) noexcept {
   try {
-    auto conn = shared.pool.get(ConnClass::short_);
+    auto conn = shared.pool.get_outside_cap(ConnClass::short_);
     conn->run({"KILL QUERY " + std::to_string(id), 1});
-    shared.pool.put(std::move(conn));
+    shared.pool.put(std::move(conn));  // dropped if it was opened outside the cap
     return true;
   } catch (...) {
     return false;
+  }
+}
+
+// Repeats KILL QUERY <id> until the wait of `st` ends (the KILL may also reach the
+// connection between two chunks, or not at all while the server stalls), bounded by one
+// chunk plus the read timeout, after which the waiter thread ends on its own.
+void kill_until_finished(const std::shared_ptr<Shared>& shared, const std::shared_ptr<WaitState>& st,
+                         std::uint64_t id) {
+  const auto& o = shared->options;
+  const auto give_up = Clock::now() + o.wait_chunk + 2 * o.command_timeout;
+  std::unique_lock lock(st->mu);
+  while (!st->finished && Clock::now() < give_up) {
+    lock.unlock();
+    kill_query(*shared, id);
+    lock.lock();
+    st->cv.wait_for(lock, std::chrono::milliseconds(100), [&] { return st->finished; });
   }
 }
 
@@ -161,29 +179,13 @@ RowAcquisition::~RowAcquisition() {
   }
   if (granted) Shared::discard(std::move(granted));
   if (id == 0) return;  // still connecting: the thread sees `abandoned` and leaves
-  const auto& o = shared_->options;
-  kill_query(*shared_, id);
-  {
-    std::unique_lock lock(st->mu);
-    if (st->cv.wait_for(lock, std::min(o.command_timeout, std::chrono::milliseconds(500)),
-                        [&] { return st->finished; })) {
-      return;
-    }
-  }
-  // The KILL may have reached the connection between two chunks: repeat it from a
-  // background thread until the wait ends (bounded by one chunk plus the read timeout).
+  // The KILL needs a connection (a slot, a connect): never on the caller's thread, which
+  // must return within its wait plus a round trip. A grant that races with it is closed by
+  // the waiter thread (it sees `abandoned`).
   try {
-    std::thread([shared = shared_, st, id] {
-      const auto give_up = Clock::now() + shared->options.wait_chunk + 2 * shared->options.command_timeout;
-      std::unique_lock lock(st->mu);
-      while (!st->finished && Clock::now() < give_up) {
-        lock.unlock();
-        kill_query(*shared, id);
-        lock.lock();
-        st->cv.wait_for(lock, std::chrono::milliseconds(100), [&] { return st->finished; });
-      }
-    }).detach();
+    std::thread([shared = shared_, st, id] { kill_until_finished(shared, st, id); }).detach();
   } catch (...) {
+    // No thread: the wait ends at its chunk's end, and a grant is closed then.
   }
 }
 

@@ -35,9 +35,10 @@ class RowAcquisition final : public spi::Acquisition {
  public:
   RowAcquisition(std::shared_ptr<Shared> shared, const spi::AttemptRequest& request,
                  std::function<void()> wake);
-  // Abandons a wait: KILL QUERY on the waiter connection, a raced grant closed (its
-  // connection is dropped, which ends the transaction). Blocks at most ~command_timeout;
-  // a wait that does not end by then is killed again from a background thread.
+  // Abandons a wait without blocking: KILL QUERY of the waiter connection is sent (and
+  // repeated until the wait ends) from a background thread; a grant that raced with the
+  // give-up is closed (dropping its connection ends the transaction), now or by the waiter
+  // thread when it arrives later.
   ~RowAcquisition() override;
 
   spi::Attempt attempt() override;

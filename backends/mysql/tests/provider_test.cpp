@@ -245,6 +245,29 @@ TEST_F(MysqlProviderTest, PoolExhaustionIsUnavailableNotAHang) {
   EXPECT_TRUE(p->try_lock("x3", Wait::try_once(), {.owner = "c"}));
 }
 
+// A wait that gives up returns within its wait plus a round trip even when the pool is full
+// (the KILL QUERY of the waiter connection needs a connection of its own) and
+// command_timeout is long; the abandoned waiter is never granted later and kept.
+TEST_F(MysqlProviderTest, GivingUpAWaitOnAFullPoolReturnsWithinTheWait) {
+  auto other = open("session_timeout=10s");
+  auto y = other->try_lock("pc-y", Wait::try_once(), {.owner = "o"});
+  ASSERT_TRUE(y);
+  auto p = open("pool=2&command_timeout=10s&session_timeout=10s");
+  auto x = p->try_lock("pc-x", Wait::try_once(), {.owner = "a"});  // slot 1; the waiter takes slot 2
+  ASSERT_TRUE(x);
+  const auto t0 = Clock::now();
+  EXPECT_FALSE(p->try_lock("pc-y", Wait::for_duration(1s), {.owner = "w"}));
+  const auto took = Clock::now() - t0;
+  EXPECT_LT(took, 1500ms) << "gave up after "
+                          << std::chrono::duration_cast<std::chrono::milliseconds>(took).count() << " ms";
+  EXPECT_TRUE(y->release());
+  auto third = open("session_timeout=10s");
+  const auto t1 = Clock::now();
+  auto z = third->try_lock("pc-y", Wait::for_duration(5s), {.owner = "z"});
+  EXPECT_TRUE(z) << "the abandoned waiter kept the lock";
+  EXPECT_LT(Clock::now() - t1, 2s);
+}
+
 TEST_F(MysqlProviderTest, ServerRestartFiresLostAndTheNextTokenIsHigher) {
   auto p = open("session_timeout=10s&connect_timeout=1s");
   auto a = p->try_lock("r", Wait::try_once(), {.owner = "a"});

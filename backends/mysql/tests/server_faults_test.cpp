@@ -226,5 +226,40 @@ TEST_F(MysqlServerFaultsTest, ReleaseOfAWaitGrantedHoldIsBoundedWhenTheServerSta
   EXPECT_TRUE(again);
 }
 
+// A wait that gives up while the server is stalled (SIGSTOP) returns within its wait plus a
+// round trip: the KILL QUERY that ends its server-side wait (which needs a new connection,
+// hanging until connect_timeout) must not run on the caller's thread. Once the server is
+// back, the abandoned waiter neither keeps nor later takes the lock.
+TEST_F(MysqlServerFaultsTest, GivingUpAWaitWhileTheServerStallsReturnsWithinTheWait) {
+  const pid_t server = mariadbd_pid();
+  ASSERT_GT(server, 0) << "no mariadbd pid from servers.sh status";
+  auto holder = dlock::open(db_->uri("session_timeout=10s"));
+  auto p = dlock::open(db_->uri("session_timeout=10s&connect_timeout=2s&command_timeout=2s"));
+  auto first = holder->try_lock("stall-wait", Wait::try_once(), {.owner = "a"});
+  ASSERT_TRUE(first);
+  std::optional<Lease> got;
+  std::chrono::steady_clock::duration took{};
+  std::thread waiter([&] {
+    const auto t0 = Clock::now();
+    got = p->try_lock("stall-wait", Wait::for_duration(1500ms), {.owner = "w"});
+    took = Clock::now() - t0;
+  });
+  std::this_thread::sleep_for(300ms);  // the waiter queues in InnoDB
+  ASSERT_EQ(::kill(server, SIGSTOP), 0);
+  struct Resume {
+    pid_t pid;
+    ~Resume() { ::kill(pid, SIGCONT); }
+  } resume{server};
+  ASSERT_TRUE(all_threads_stopped(server, 2s)) << "mariadbd did not stop";
+  waiter.join();
+  ::kill(server, SIGCONT);
+  EXPECT_FALSE(got.has_value());
+  EXPECT_LT(took, 2000ms) << "gave up after "
+                          << std::chrono::duration_cast<std::chrono::milliseconds>(took).count() << " ms";
+  EXPECT_TRUE(first->release());
+  auto again = holder->try_lock("stall-wait", Wait::for_duration(5s), {.owner = "b"});
+  EXPECT_TRUE(again) << "the abandoned waiter kept the lock";
+}
+
 }  // namespace
 }  // namespace dlock::mysql::test
