@@ -1,6 +1,9 @@
 #include "connection.h"
 
+#include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <poll.h>
+#include <sys/socket.h>
 
 #include <cppconn/driver.h>
 #include <cppconn/exception.h>
@@ -32,6 +35,19 @@ sql::mysql::MySQL_Driver* driver() {
 
 int whole_seconds(std::chrono::milliseconds d) {
   return static_cast<int>(std::max<std::int64_t>(1, std::chrono::ceil<std::chrono::seconds>(d).count()));
+}
+
+// A waiter connection has no read timeout: the kernel finds a dead peer instead (best
+// effort: a failing setsockopt leaves the system's keepalive settings).
+void keep_alive(int fd, const MysqlOptions& o) {
+  const int on = 1;
+  const int idle = static_cast<int>(o.wait_chunk.count());
+  const int interval = whole_seconds(o.command_timeout);
+  const int probes = 3;
+  ::setsockopt(fd, SOL_SOCKET, SO_KEEPALIVE, &on, sizeof on);
+  ::setsockopt(fd, IPPROTO_TCP, TCP_KEEPIDLE, &idle, sizeof idle);
+  ::setsockopt(fd, IPPROTO_TCP, TCP_KEEPINTVL, &interval, sizeof interval);
+  ::setsockopt(fd, IPPROTO_TCP, TCP_KEEPCNT, &probes, sizeof probes);
 }
 
 }  // namespace
@@ -81,7 +97,7 @@ std::unique_ptr<Connection> Connection::open(const MysqlOptions& o, ConnClass cl
   const auto read = cls == ConnClass::short_
                         ? o.command_timeout
                         : std::chrono::duration_cast<std::chrono::milliseconds>(o.wait_chunk) + o.command_timeout;
-  opts["OPT_READ_TIMEOUT"] = whole_seconds(read);
+  if (cls != ConnClass::waiter) opts["OPT_READ_TIMEOUT"] = whole_seconds(read);
   opts["OPT_WRITE_TIMEOUT"] = whole_seconds(o.command_timeout);
   if (!o.ssl_ca.empty()) {
     // Fails closed (shared/CLIENT_LIBS.md): sslCA alone falls back to plaintext silently.
@@ -144,6 +160,7 @@ std::unique_ptr<Connection> Connection::open(const MysqlOptions& o, ConnClass cl
         behind_proxy->store(true);  // the server sees another port: find the next ones by arrival
       }
     }
+    if (cls == ConnClass::waiter && c->fd_ >= 0) keep_alive(c->fd_, o);
   } catch (const sql::SQLException& e) {
     throw translate_error(o.where, "connecting", e);
   }

@@ -1,6 +1,7 @@
 // One Connector/C++ connection with dlock's session settings: never reconnects, read
 // timeout fixed at connect (short class: command_timeout; long class: wait_chunk +
-// command_timeout, for server-side waits), and the socket fd recovered for hang-up watching.
+// command_timeout, for DDL at open; waiter class: none, see ConnClass), and the socket fd
+// recovered for hang-up watching.
 #pragma once
 
 #include <atomic>
@@ -46,7 +47,11 @@ class Slots {
   std::size_t open_ = 0;
 };
 
-enum class ConnClass { short_, long_ };
+// waiter: a server-side wait that lasts as long as the acquire (one statement, so the waiter
+// keeps its place in InnoDB's queue) cannot have a read timeout; a dead peer is found by TCP
+// keepalive instead (idle wait_chunk, then probes every command_timeout) where the socket
+// is known, and a give-up ends the wait by KILL QUERY or by shutting the socket down.
+enum class ConnClass { short_, long_, waiter };
 
 // Thread safety: run() takes `mu`; holders of the connection (a hold, a waiter) serialize
 // through it. The slot is given back when the connection is destroyed.

@@ -27,7 +27,7 @@ struct MysqlOptions {
   std::chrono::milliseconds session_timeout{10000};
   std::chrono::milliseconds connect_timeout{2000};
   std::chrono::milliseconds command_timeout{2000};
-  std::chrono::seconds wait_chunk{30};  // server-side WAIT n per chunk (whole seconds)
+  std::chrono::seconds wait_chunk{30};  // TCP keepalive idle time of a waiter connection
   std::size_t pool = 64;                // most connections open at once
   bool create_tables = true;
   std::string ssl_ca, ssl_cert, ssl_key;  // TLS: ssl_ca makes it fail closed

@@ -1,5 +1,5 @@
 // Bounds a blocking statement on a connection whose own read timeout is longer than the
-// caller may wait (a long-class connection: wait_chunk + command_timeout). Instead of running
+// caller may wait (a waiter connection has none). Instead of running
 // the statement on another thread and waiting for it there (a thread start and two thread
 // hops per release of a hold that was granted by a wait), the caller runs it itself and a
 // deadline is armed: when it passes, the socket is shut down, so the blocked read fails at

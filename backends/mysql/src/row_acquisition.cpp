@@ -34,13 +34,20 @@ bool kill_query(Shared& shared, std::uint64_t id) noexcept {
   }
 }
 
-// Repeats KILL QUERY <id> until the wait of `st` ends (the KILL may also reach the
-// connection between two chunks, or not at all while the server stalls), bounded by one
-// chunk plus the read timeout, after which the waiter thread ends on its own.
+// A waiter's statement waits this long on the server (a year): it ends by a grant, a KILL
+// QUERY or a closed connection, never by running out, so the waiter keeps its queue place.
+constexpr Wait kWaitUntilGranted{std::chrono::hours(24 * 365)};
+
+// Repeats KILL QUERY <id> until the wait of `st` ends (a KILL may reach the connection before
+// its statement starts, or not at all while the server stalls). If it has not ended after
+// command_timeout, the waiter's socket is shut down, which fails its read at once (closing
+// the connection ends the wait on the server). Gives up after wait_chunk + 2 command_timeout
+// (the socket unknown and the server unreachable: TCP keepalive ends the wait).
 void kill_until_finished(const std::shared_ptr<Shared>& shared, const std::shared_ptr<WaitState>& st,
-                         std::uint64_t id) {
+                         std::uint64_t id, int fd) {
   const auto& o = shared->options;
   const auto give_up = Clock::now() + o.wait_chunk + 2 * o.command_timeout;
+  const std::uint64_t bound = fd >= 0 ? shared->bounds.arm(fd, Clock::now() + o.command_timeout) : 0;
   std::unique_lock lock(st->mu);
   while (!st->finished && Clock::now() < give_up) {
     lock.unlock();
@@ -48,9 +55,11 @@ void kill_until_finished(const std::shared_ptr<Shared>& shared, const std::share
     lock.lock();
     st->cv.wait_for(lock, std::chrono::milliseconds(100), [&] { return st->finished; });
   }
+  lock.unlock();
+  if (bound != 0) shared->bounds.disarm(bound);
 }
 
-// The waiter thread: blocks in InnoDB's queue chunk by chunk until granted, failed or
+// The waiter thread: blocks in InnoDB's queue, in one statement, until granted, failed or
 // abandoned.
 void wait_loop(const std::shared_ptr<Shared>& shared, const std::shared_ptr<WaitState>& st,
                const std::string& key_hex, const std::string& name_hex, LockMode mode) {
@@ -72,7 +81,7 @@ void wait_loop(const std::shared_ptr<Shared>& shared, const std::shared_ptr<Wait
   };
   std::shared_ptr<Connection> conn;
   try {
-    conn = shared->pool.get(ConnClass::long_);
+    conn = shared->pool.get(ConnClass::waiter);
   } catch (...) {
     finish(Phase::failed, nullptr, false);
     return;
@@ -86,6 +95,7 @@ void wait_loop(const std::shared_ptr<Shared>& shared, const std::shared_ptr<Wait
       return;
     }
     st->conn_id = conn->id();
+    st->conn_fd = conn->fd();
     st->phase = Phase::waiting;
   }
   // The row is missing on a name's first use (the first attempt queues without a NOWAIT
@@ -94,7 +104,7 @@ void wait_loop(const std::shared_ptr<Shared>& shared, const std::shared_ptr<Wait
   for (;;) {
     const auto sent = Clock::now();
     try {
-      const Rows rows = conn->run(lock_batch(o.table, key_hex, mode, Wait{o.wait_chunk}, conn->dirty));
+      const Rows rows = conn->run(lock_batch(o.table, key_hex, mode, kWaitUntilGranted, conn->dirty));
       conn->dirty = true;
       if (rows.empty()) {
         conn->run(insert_missing);
@@ -114,7 +124,7 @@ void wait_loop(const std::shared_ptr<Shared>& shared, const std::shared_ptr<Wait
       st->conn = std::move(conn);
       st->token = token;
       // wait_timeout counts from the end of the server's last statement, i.e. from the
-      // grant, not from when this wait was sent (up to a chunk ago). The grant happened
+      // grant, not from when this wait was sent (maybe long ago). The grant happened
       // after `sent` and at most one network delay before we read it; S/10 is allowed for
       // that delay.
       st->sent = std::max(sent, Clock::now() - o.session_timeout / 10);
@@ -142,7 +152,7 @@ void wait_loop(const std::shared_ptr<Shared>& shared, const std::shared_ptr<Wait
         finish(Phase::done, std::move(conn), clean);
         return;
       }
-      if (e.getErrorCode() == code::lock_wait_timeout) continue;  // the chunk ran out
+      if (e.getErrorCode() == code::lock_wait_timeout) continue;  // a year passed
       finish(Phase::failed, std::move(conn), false);
       return;
     } catch (...) {
@@ -167,6 +177,7 @@ RowAcquisition::~RowAcquisition() {
   auto st = wait_;
   std::shared_ptr<Connection> granted;
   std::uint64_t id = 0;
+  int fd = -1;
   {
     std::lock_guard lock(st->mu);
     st->abandoned = true;
@@ -176,6 +187,7 @@ RowAcquisition::~RowAcquisition() {
       return;
     }
     id = st->conn_id;
+    fd = st->conn_fd;
   }
   if (granted) Shared::discard(std::move(granted));
   if (id == 0) return;  // still connecting: the thread sees `abandoned` and leaves
@@ -183,9 +195,10 @@ RowAcquisition::~RowAcquisition() {
   // must return within its wait plus a round trip. A grant that races with it is closed by
   // the waiter thread (it sees `abandoned`).
   try {
-    std::thread([shared = shared_, st, id] { kill_until_finished(shared, st, id); }).detach();
+    std::thread([shared = shared_, st, id, fd] { kill_until_finished(shared, st, id, fd); }).detach();
   } catch (...) {
-    // No thread: the wait ends at its chunk's end, and a grant is closed then.
+    // No thread (very rare): the wait ends when a grant arrives (closed then) or the
+    // connection is found dead.
   }
 }
 

@@ -26,6 +26,7 @@ struct WaitState {
   bool finished = false;            // guarded by mu: the thread has returned
   std::shared_ptr<Connection> conn; // guarded by mu
   std::uint64_t conn_id = 0;        // guarded by mu: for KILL QUERY
+  int conn_fd = -1;                 // guarded by mu: its socket, shut down if KILL fails
   std::uint64_t token = 0;
   std::chrono::steady_clock::time_point sent;  // the expiry estimate starts here
   std::function<void()> wake;       // called under mu, never after abandoned is set

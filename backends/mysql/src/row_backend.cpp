@@ -35,7 +35,7 @@ void Shared::discard(std::shared_ptr<Connection> conn) noexcept {
 
 Rows run_bounded(const Shared& shared, const std::shared_ptr<Connection>& conn, const Batch& batch) {
   if (conn->cls() == ConnClass::short_) return conn->run(batch);
-  // A long-class connection's read timeout is wait_chunk + command_timeout: the socket is shut
+  // A waiter connection (a hold granted by a wait) has no read timeout: the socket is shut
   // down if no answer comes within command_timeout (ReadBound), and the statement runs here.
   const auto timed_out = [&] {
     conn->broken = true;

@@ -10,9 +10,11 @@
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
+#include <mutex>
 #include <optional>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "dlock/dlock.h"
 #include "test_db.h"
@@ -149,8 +151,8 @@ TEST_F(MysqlServerFaultsTest, ShortGlobalInnodbLockWaitTimeoutNeverCutsAWaitShor
 }
 
 TEST_F(MysqlServerFaultsTest, WaitChunksShorterThanTheWaitRequeueWithoutAFalseGrant) {
-  // wait_chunk=1s: the server ends the waiter's statement with 1205 every second; the
-  // backend queues again each time until the release, and never takes 1205 for a grant.
+  // wait_chunk=1s: the waiter's connection is silent for longer than a chunk (TCP
+  // keepalive, not a read timeout, watches it); the wait is never cut short or taken for a grant.
   auto holder = dlock::open(db_->uri("session_timeout=5s"));
   auto waiter = dlock::open(db_->uri("session_timeout=5s&wait_chunk=1s"));
   expect_wait_outlasts_server_timeouts(*holder, *waiter, 2500ms, 4000ms);
@@ -259,6 +261,38 @@ TEST_F(MysqlServerFaultsTest, GivingUpAWaitWhileTheServerStallsReturnsWithinTheW
   EXPECT_TRUE(first->release());
   auto again = holder->try_lock("stall-wait", Wait::for_duration(5s), {.owner = "b"});
   EXPECT_TRUE(again) << "the abandoned waiter kept the lock";
+}
+
+// Row mode claims fairness: waiters are granted in the order they queued, also when their
+// waits span several wait_chunk periods (a waiter that re-issued its wait at a chunk's end
+// went to the back of InnoDB's queue).
+TEST_F(MysqlServerFaultsTest, WaitersSpanningSeveralChunksAreGrantedInQueueOrder) {
+  auto holder = dlock::open(db_->uri("session_timeout=10s"));
+  auto first = holder->try_lock("fifo", Wait::try_once(), {.owner = "h"});
+  ASSERT_TRUE(first);
+  constexpr int kWaiters = 4;
+  std::vector<std::shared_ptr<ILockProvider>> waiters;
+  for (int i = 0; i < kWaiters; ++i) waiters.push_back(dlock::open(db_->uri("session_timeout=10s&wait_chunk=1s")));
+  std::mutex mu;
+  std::vector<int> order;
+  std::vector<std::thread> threads;
+  for (int i = 0; i < kWaiters; ++i) {
+    threads.emplace_back([&, i] {
+      auto l = waiters[i]->try_lock("fifo", Wait::for_duration(20s), {.owner = "w" + std::to_string(i)});
+      if (!l) return;
+      {
+        std::lock_guard lock(mu);
+        order.push_back(i);
+      }
+      std::this_thread::sleep_for(50ms);
+      l->release();
+    });
+    std::this_thread::sleep_for(300ms);  // queued in this order
+  }
+  std::this_thread::sleep_for(2500ms);  // every waiter's wait spans at least two chunks
+  EXPECT_TRUE(first->release());
+  for (auto& t : threads) t.join();
+  EXPECT_EQ(order, (std::vector<int>{0, 1, 2, 3}));
 }
 
 }  // namespace
