@@ -72,7 +72,9 @@ LeaseBackend::LeaseBackend(MysqlOptions options) : options_(std::move(options)),
   if (conn->wsrep_on()) {
     throw Error(ErrorCode::unsupported, o.where + ": Galera (wsrep_on=1) is refused");
   }
-  const Batch check{"SELECT 1 FROM `" + o.table + "` LIMIT 0", 1};
+  // The write checks the server takes writes from us (read_only=1 refuses it with 1290
+  // before looking for rows): every acquire writes, so a read-only server fails here.
+  const Batch check{"SELECT 1 FROM `" + o.table + "` LIMIT 0;UPDATE `" + o.table + "` SET owner=owner WHERE 0", 2};
   try {
     try {
       conn->run(check);

@@ -28,7 +28,8 @@ class LeaseHeldLock : public spi::HeldLock {
 class LeaseBackend : public spi::Backend {
  public:
   // Connects once (bad credentials, database or port fail here), refuses Galera, creates
-  // the table unless create_tables=false, and checks it is there.
+  // the table unless create_tables=false, and checks it is there and writable: a read-only
+  // server throws Error(unavailable) naming it.
   explicit LeaseBackend(MysqlOptions options);
 
   const Capabilities& capabilities() const noexcept override { return caps_; }

@@ -295,5 +295,34 @@ TEST_F(MysqlServerFaultsTest, WaitersSpanningSeveralChunksAreGrantedInQueueOrder
   EXPECT_EQ(order, (std::vector<int>{0, 1, 2, 3}));
 }
 
+// Sets GLOBAL read_only for the test and puts it back.
+class ReadOnlyServer {
+ public:
+  ReadOnlyServer() { TestDb::run_as_root("SET GLOBAL read_only=1"); }
+  ~ReadOnlyServer() {
+    try {
+      TestDb::run_as_root("SET GLOBAL read_only=0");
+    } catch (...) {
+    }
+  }
+};
+
+// Every lease-mode acquire writes its row: on a read-only server opening the provider fails
+// at once with unavailable naming the read-only server (it opened, and every acquire then
+// retried until its deadline: `dlock run` with the default wait hung for good).
+TEST_F(MysqlServerFaultsTest, LeaseModeOnAReadOnlyServerFailsToOpen) {
+  dlock::open(db_->uri("mode=lease"));  // the table exists: only the write can fail
+  ReadOnlyServer read_only;
+  const auto t0 = Clock::now();
+  try {
+    dlock::open(db_->uri("mode=lease"));
+    ADD_FAILURE() << "a lease-mode provider opened on a read-only server";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), ErrorCode::unavailable) << e.what();
+    EXPECT_NE(std::string(e.what()).find("read-only"), std::string::npos) << e.what();
+  }
+  EXPECT_LT(Clock::now() - t0, 2s);
+}
+
 }  // namespace
 }  // namespace dlock::mysql::test
