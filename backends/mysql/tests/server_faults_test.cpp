@@ -310,8 +310,9 @@ class ReadOnlyServer {
 // Every lease-mode acquire writes its row: on a read-only server opening the provider fails
 // at once with unavailable naming the read-only server (it opened, and every acquire then
 // retried until its deadline: `dlock run` with the default wait hung for good).
-TEST_F(MysqlServerFaultsTest, LeaseModeOnAReadOnlyServerFailsToOpen) {
-  dlock::open(db_->uri("mode=lease"));  // the table exists: only the write can fail
+TEST_F(MysqlServerFaultsTest, AReadOnlyServerFailsToOpenInBothModes) {
+  dlock::open(db_->uri("mode=lease"));  // the tables exist: only the writes can fail
+  dlock::open(db_->uri());
   ReadOnlyServer read_only;
   const auto t0 = Clock::now();
   try {
@@ -322,6 +323,13 @@ TEST_F(MysqlServerFaultsTest, LeaseModeOnAReadOnlyServerFailsToOpen) {
     EXPECT_NE(std::string(e.what()).find("read-only"), std::string::npos) << e.what();
   }
   EXPECT_LT(Clock::now() - t0, 2s);
+  try {
+    dlock::open(db_->uri());
+    ADD_FAILURE() << "a row-mode provider opened on a read-only server";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), ErrorCode::unavailable) << e.what();
+    EXPECT_NE(std::string(e.what()).find("read-only"), std::string::npos) << e.what();
+  }
 }
 
 }  // namespace
