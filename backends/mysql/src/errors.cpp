@@ -23,8 +23,8 @@ Error translate_error(std::string_view where, std::string_view doing, const sql:
       return Error(ErrorCode::invalid_argument, text + ": the database does not exist");
     case code::command_denied:
       return Error(ErrorCode::invalid_argument, text + ": a privilege is missing");
-    case code::unknown_host:
-      return Error(ErrorCode::invalid_argument, text + ": unknown host");
+    case code::unknown_host:  // a typo, or a DNS outage that passes: retryable
+      return Error(ErrorCode::unavailable, text + ": the host name did not resolve");
     case code::tls_error:
       return Error(ErrorCode::unavailable, text + ": TLS was required (ssl_ca) and could not be set up");
     case code::cant_connect_local:

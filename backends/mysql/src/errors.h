@@ -34,9 +34,10 @@ inline constexpr int tls_error = 2026;
 }  // namespace code
 
 // Translates the failure of `doing` against `where`:
-//   1045, 1044, 1049, 1142 and other privilege errors, 2005 → invalid_argument (fix the URI
-//   or the grants); 2026 (TLS required but refused or unverifiable) → unavailable naming TLS;
-//   2002/2003/2006/2013, 1040, 1053, 1927, 1290 (read-only), 1205, 1213, 1317 → unavailable;
+//   1045, 1044, 1049, 1142 and other privilege errors → invalid_argument (fix the URI or the
+//   grants); 2026 (TLS required but refused or unverifiable) → unavailable naming TLS;
+//   2002/2003/2005 (unresolvable host)/2006/2013, 1040, 1053, 1927, 1290 (read-only), 1205,
+//   1213, 1317 → unavailable;
 //   anything else → internal.
 Error translate_error(std::string_view where, std::string_view doing, const sql::SQLException& e);
 

@@ -14,6 +14,7 @@
 
 #include "dlock/error.h"
 #include "dlock/uri.h"
+#include "errors.h"
 #include "keys.h"
 #include "lease_sql.h"
 #include "options.h"
@@ -106,6 +107,15 @@ TEST(MysqlUri, BadInputNamesTheProblemWithoutThePassword) {
   EXPECT_NE(error_of("mysql://u@h/app?ssl_cert=/c.pem").find("ssl_key"), std::string::npos);
   EXPECT_NE(error_of("mysql://u@h/app?prefix=" + std::string(257, 'p')).find("prefix"), std::string::npos);
   EXPECT_NE(error_of("mysql://u@h:99999/app").find("port"), std::string::npos);
+}
+
+// 2005 (unknown server host) is a DNS failure as often as a typo, and a DNS outage passes:
+// retryable, like a refused connection.
+TEST(MysqlErrors, UnknownHostIsUnavailable) {
+  const sql::SQLException e("Unknown server host 'db.example' (-3)", "HY000", 2005);
+  const Error err = translate_error("mysql db.example:3306/app", "connecting", e);
+  EXPECT_EQ(err.code(), ErrorCode::unavailable) << err.what();
+  EXPECT_NE(err.message().find("host"), std::string::npos) << err.what();
 }
 
 TEST(MysqlKeys, Sha256OfPrefixZeroName) {
