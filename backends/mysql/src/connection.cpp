@@ -80,7 +80,10 @@ std::unique_ptr<Connection> Connection::open(const MysqlOptions& o, ConnClass cl
   c->cls_ = cls;
   sql::ConnectOptionsMap opts;
   if (o.unix_path.empty()) {
-    opts["hostName"] = sql::SQLString(o.host);
+    // Connector/C++ splits a bare host at its first ':' (as host:port): an IPv6 literal
+    // goes in brackets, which its URI parser reads as one address.
+    const bool ipv6 = o.host.find(':') != std::string::npos;
+    opts["hostName"] = sql::SQLString(ipv6 ? "tcp://[" + o.host + "]:" + std::to_string(o.port) : o.host);
     opts["port"] = static_cast<int>(o.port);
   } else {
     opts["hostName"] = sql::SQLString("localhost");

@@ -1,12 +1,18 @@
 // mysql:// through dlock::open and the core, against a real MariaDB: bad input and faults as
 // users see them (issue 9), hand-off, read-write, the lost signal, pool cap and residue.
 #include <gtest/gtest.h>
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
 #include <atomic>
 #include <cstdlib>
 #include <thread>
 
 #include "dlock/dlock.h"
+#include "dlock/uri.h"
 #include "test_db.h"
 
 namespace dlock::mysql::test {
@@ -266,6 +272,91 @@ TEST_F(MysqlProviderTest, GivingUpAWaitOnAFullPoolReturnsWithinTheWait) {
   auto z = third->try_lock("pc-y", Wait::for_duration(5s), {.owner = "z"});
   EXPECT_TRUE(z) << "the abandoned waiter kept the lock";
   EXPECT_LT(Clock::now() - t1, 2s);
+}
+
+// Forwards every connection accepted on [::1]:<port()> to the test server over IPv4: the test
+// MariaDB listens on 127.0.0.1 only, and this checks dlock's side of an IPv6 literal host.
+class Ipv6Forwarder {
+ public:
+  Ipv6Forwarder(std::string target_host, int target_port) : host_(std::move(target_host)), target_(target_port) {
+    listen_ = ::socket(AF_INET6, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    sockaddr_in6 a{};
+    a.sin6_family = AF_INET6;
+    a.sin6_addr = in6addr_loopback;
+    socklen_t len = sizeof a;
+    if (listen_ < 0 || ::bind(listen_, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0 || ::listen(listen_, 16) != 0 ||
+        ::getsockname(listen_, reinterpret_cast<sockaddr*>(&a), &len) != 0) {
+      return;  // no IPv6 loopback: port() is 0
+    }
+    port_ = ntohs(a.sin6_port);
+    accept_ = std::thread([this] {
+      for (;;) {
+        const int c = ::accept4(listen_, nullptr, nullptr, SOCK_CLOEXEC);
+        if (c < 0) return;
+        const int s = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+        sockaddr_in b{};
+        b.sin_family = AF_INET;
+        b.sin_port = htons(static_cast<std::uint16_t>(target_));
+        ::inet_pton(AF_INET, host_.c_str(), &b.sin_addr);
+        if (::connect(s, reinterpret_cast<sockaddr*>(&b), sizeof b) != 0) {
+          ::close(c);
+          ::close(s);
+          continue;
+        }
+        std::thread(pump, c, s).detach();
+      }
+    });
+  }
+  ~Ipv6Forwarder() {
+    if (listen_ >= 0) {
+      ::shutdown(listen_, SHUT_RDWR);
+      if (accept_.joinable()) accept_.join();
+      ::close(listen_);
+    }
+  }
+  int port() const { return port_; }
+
+ private:
+  // Copies both ways until either side closes.
+  static void pump(int a, int b) {
+    pollfd p[2] = {{a, POLLIN, 0}, {b, POLLIN, 0}};
+    char buf[16384];
+    while (::poll(p, 2, -1) > 0) {
+      for (int i = 0; i < 2; ++i) {
+        if (p[i].revents == 0) continue;
+        const ssize_t n = ::read(p[i].fd, buf, sizeof buf);
+        if (n <= 0 || ::write(p[1 - i].fd, buf, static_cast<std::size_t>(n)) != n) {
+          ::close(a);
+          ::close(b);
+          return;
+        }
+      }
+    }
+  }
+  std::string host_;
+  int target_;
+  int listen_ = -1;
+  int port_ = 0;
+  std::thread accept_;
+};
+
+// An IPv6 literal host ([::1]) reaches the server (Connector/C++ split "::1" at its colons:
+// "Unknown server host ':'").
+TEST_F(MysqlProviderTest, Ipv6LiteralHostConnects) {
+  const Uri u = Uri::parse(server_uri());
+  Ipv6Forwarder fwd(u.hosts.at(0).host, u.hosts.at(0).port);
+  ASSERT_GT(fwd.port(), 0) << "no IPv6 loopback on this machine";
+  std::string uri = db_->uri("session_timeout=2s");
+  const auto at = uri.find('@') + 1;
+  uri.replace(at, uri.find('/', at) - at, "[::1]:" + std::to_string(fwd.port()));
+  try {
+    auto p = dlock::open(uri);
+    auto l = p->try_lock("v6", Wait::try_once(), {.owner = "a"});
+    ASSERT_TRUE(l);
+    EXPECT_TRUE(l->release());
+  } catch (const Error& e) {
+    ADD_FAILURE() << e.what();
+  }
 }
 
 TEST_F(MysqlProviderTest, ServerRestartFiresLostAndTheNextTokenIsHigher) {
