@@ -89,6 +89,7 @@ ChildExit supervise(pid_t pid, SignalFd& signals, const EventFd& lost, const Sto
     kill_at = std::min(now + plan.grace, std::max(latest, now));
     if (tell) tell(std::chrono::ceil<std::chrono::milliseconds>(*kill_at - now));
     ::kill(-pid, SIGTERM);
+    ::kill(-pid, SIGCONT);  // a stopped command (Ctrl-Z) handles SIGTERM once continued
   };
   for (;;) {
     // WNOWAIT: the exited command stays a zombie, so its pid (the group's id) cannot be

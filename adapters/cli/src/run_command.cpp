@@ -50,7 +50,7 @@ class CancelOnSignal {
       if (which == 1) return;
       if (which != 0) continue;  // EINTR
       while (std::optional<int> sig = signals.read()) {
-        if (*sig == SIGCHLD || signal_.load() != 0) continue;
+        if (*sig == SIGCHLD || is_job_control(*sig) || signal_.load() != 0) continue;  // no command yet
         signal_.store(*sig);
         cancel.request_stop();
       }

@@ -10,8 +10,16 @@
 
 namespace dlock::cli {
 
-// The signals `dlock run` forwards to its command.
-inline constexpr int kForwardedSignals[] = {SIGINT, SIGTERM, SIGHUP, SIGQUIT};
+// The signals `dlock run` forwards to its command: the ones that end it (received while
+// waiting for the lock, they cancel the wait) and the job-control ones. dlock itself never
+// stops: a stopped dlock would stop renewing while its command ran on, so Ctrl-Z or
+// `kill -TSTP` stops the command's group instead, with the lock still held and renewed.
+inline constexpr int kForwardedSignals[] = {SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGTSTP, SIGTTIN, SIGTTOU, SIGCONT};
+
+// SIGTSTP, SIGTTIN, SIGTTOU or SIGCONT.
+inline constexpr bool is_job_control(int sig) noexcept {
+  return sig == SIGTSTP || sig == SIGTTIN || sig == SIGTTOU || sig == SIGCONT;
+}
 
 // Blocks the forwarded signals and SIGCHLD and reads them from a signalfd.
 // REQUIRES: constructed in the main thread before any other thread starts, so every thread

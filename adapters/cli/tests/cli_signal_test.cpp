@@ -122,5 +122,40 @@ TEST(CliSignals, MaxHoldKeepsTheLockUntilTheCommandIsGone) {
   EXPECT_EQ(after.code, 0) << "not released once the command was gone: " << after.err;
 }
 
+// "R", "S", "T"...: the state letter of /proc/PID/stat.
+char process_state(pid_t pid) {
+  std::string stat = read_file("/proc/" + std::to_string(pid) + "/stat");
+  std::size_t paren = stat.rfind(')');
+  return paren == std::string::npos || paren + 2 >= stat.size() ? '?' : stat[paren + 2];
+}
+
+// SIGTSTP to dlock (a `kill -TSTP`, a job-control stop) must not stop dlock while its command
+// runs on: its watchdog would stop renewing and the lock go to someone else. The command's
+// group stops instead, the lock still held; SIGCONT continues it.
+TEST(CliSignals, SigtstpStopsTheCommandNotDlockAndTheLockStaysHeld) {
+  Sandbox box;
+  auto ready = box.dir() / "ready";
+  auto ticks = box.dir() / "ticks";
+  pid_t p = box.start({"run", "--uri", box.file_uri(), "job", "--", "sh", "-c",
+                       "touch '" + ready.string() + "'; while :; do echo t >> '" + ticks.string() +
+                           "'; sleep 0.02; done"});
+  ASSERT_TRUE(box.wait_ready(p, ready)) << box.wait(p).err;
+  ::kill(p, SIGTSTP);
+  std::this_thread::sleep_for(milliseconds(300));
+  EXPECT_NE(process_state(p), 'T') << "dlock itself stopped: its lock would lapse while the command ran";
+  const std::size_t frozen = read_file(ticks).size();
+  std::this_thread::sleep_for(milliseconds(300));
+  EXPECT_EQ(read_file(ticks).size(), frozen) << "the command kept running after SIGTSTP";
+  auto other = box.run({"run", "--uri", box.file_uri(), "--wait", "0", "job", "--", "true"});
+  EXPECT_EQ(other.code, 75) << "the lock was free while the command was stopped: " << other.err;
+  ::kill(p, SIGCONT);
+  std::this_thread::sleep_for(milliseconds(300));
+  EXPECT_GT(read_file(ticks).size(), frozen) << "SIGCONT did not continue the command";
+  ::kill(p, SIGTERM);
+  auto r = box.wait(p, milliseconds(5000));
+  EXPECT_TRUE(r.exited);
+  EXPECT_EQ(r.code, 128 + SIGTERM) << r.err;
+}
+
 }  // namespace
 }  // namespace dlock::cli::testing
