@@ -43,11 +43,13 @@ CMD runs in a process group of its own. If the lock is lost while CMD runs (leas
 renewed, session gone), the group gets SIGTERM, then SIGKILL after --grace or when the lock
 may be granted to someone else, whichever comes first, and dlock exits 70. At --max-hold the
 group is stopped the same way while dlock still holds the lock, released once CMD is gone
-(exit 70). SIGINT, SIGTERM, SIGHUP and SIGQUIT sent to dlock are forwarded
-to the group; the lock is released once CMD has exited. If dlock itself is killed (even
-SIGKILL), a guard process stops the group the same way. A process that leaves the group
-(setsid, a daemon) is beyond dlock's reach. A signal received while waiting for the lock
-cancels the wait (exit 128+signal).
+(exit 70). SIGINT, SIGTERM, SIGHUP and SIGQUIT sent to dlock are forwarded to the group,
+and so are SIGTSTP, SIGTTIN, SIGTTOU and SIGCONT (dlock itself never stops: the lock stays
+held while CMD is stopped); the lock is released once CMD has exited. If dlock itself is
+killed (even SIGKILL), a guard process stops the group, with SIGKILL by the time the lock
+may be free. A process that leaves the group (setsid, a daemon) is beyond dlock's reach.
+SIGINT, SIGTERM, SIGHUP or SIGQUIT received while waiting for the lock cancels the wait
+(exit 128+signal).
 
 Exit status:
   CMD's own status, or 128+N if CMD was killed by signal N

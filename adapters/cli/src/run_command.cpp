@@ -107,6 +107,15 @@ bool release_quietly(Lease& lease, const std::string& shown) {
   }
 }
 
+// How long the guard lets CMD handle SIGTERM after dlock died: only as long as the lock
+// surely outlives dlock. A session backend may free it with dlock's process (file://, SQL
+// sessions), and an explicit --lease may be about to run out: no grace then. A renewed lease
+// was last renewed at most a third of it ago, so half of it is left at least.
+std::chrono::milliseconds guard_grace(const RunArgs& args, const Capabilities& caps) {
+  if (caps.liveness == Liveness::session || args.lease) return std::chrono::milliseconds{0};
+  return std::min(args.grace, caps.default_lease / 2);
+}
+
 int run_with_signals(const RunArgs& args, SignalFd& signals, const InheritedFds& inherited) {
   const std::string shown = printable(args.name);
   EventFd lost;  // outlives the lease, whose on_lost callback raises it
@@ -157,7 +166,7 @@ int run_with_signals(const RunArgs& args, SignalFd& signals, const InheritedFds&
   }
   std::optional<CommandGuard> guard;
   try {
-    guard.emplace(pid, args.grace);
+    guard.emplace(pid, guard_grace(args, provider->capabilities()));
   } catch (const Error&) {
     // Unguarded, the command could outlive a crashed dlock: do not run it at all.
     ::kill(-pid, SIGKILL);

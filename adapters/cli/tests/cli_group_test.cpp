@@ -112,6 +112,23 @@ TEST(CliGroup, KillingDlockStopsTheCommandAndWhatItStarted) {
   EXPECT_EQ(after.code, 0) << after.err;
 }
 
+// A dlock killed on a backend that frees its lock with the process (file://, SQL sessions)
+// leaves the lock to the next holder at once: a command that ignores SIGTERM must not run
+// on for --grace next to that holder.
+TEST(CliGroup, KillingDlockOnASessionBackendLeavesTheCommandNoGraceBesideTheNextHolder) {
+  Sandbox box;
+  auto shpid = box.dir() / "sh.pid";
+  pid_t p = box.start({"run", "--uri", box.file_uri(), "--grace", "8s", "job", "--", "sh", "-c",
+                       "trap '' TERM; echo $$ > '" + shpid.string() + "'; while :; do sleep 0.05; done"});
+  Reaper shell{read_pid(shpid)};
+  ASSERT_GT(shell.pid, 0) << box.wait(p).err;
+  ::kill(p, SIGKILL);
+  box.wait(p);
+  auto next = box.run({"run", "--uri", box.file_uri(), "--wait", "0", "job", "--", "true"});
+  EXPECT_EQ(next.code, 0) << "file:// frees the lock with its holder: " << next.err;
+  EXPECT_TRUE(dies_within(shell.pid, milliseconds(2000))) << "the command ran on beside the next holder";
+}
+
 // The children of `parent` whose command line contains `word`.
 std::vector<pid_t> children_running(pid_t parent, const std::string& word) {
   std::vector<pid_t> out;
