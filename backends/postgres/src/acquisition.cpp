@@ -338,10 +338,13 @@ void PgAcquisition::abandon() noexcept {
     SessionUse use(*waiter_);
     PgConn* c = waiter_->conn();
     if (c != nullptr && waiter_->wait_state == WaitState::in_flight) {
-      c->cancel();
+      // One command_timeout for the cancel and the wait's answer together. A server that
+      // takes neither by then loses the session: closing it frees on the server whatever
+      // the wait may yet be granted, and no late cancel can hit a statement of a reused one.
+      const auto deadline = Clock::now() + backend_.options().command_timeout;
       try {
-        waiter_->wait_result = c->wait_result(Clock::now() + backend_.options().command_timeout,
-                                              "cancel a wait");
+        if (!c->cancel(deadline)) throw Error(ErrorCode::unavailable, "cancel a wait: not taken");
+        waiter_->wait_result = c->wait_result(deadline, "cancel a wait");
         waiter_->wait_state = WaitState::done;
       } catch (const Error&) {
         waiter_->close_locked();

@@ -26,8 +26,8 @@ class PgAcquisition : public spi::Acquisition {
  public:
   PgAcquisition(PgBackend& backend, const spi::AttemptRequest& request, std::function<void()> wake);
   // Abandons a wait: cancels it, undoes a grant that raced with the cancel, and returns the
-  // session to the pool (or closes it when in doubt). Blocks about a round trip, at most
-  // ~2 × command_timeout against a stalled server.
+  // session to the pool (or closes it when in doubt). Blocks about a round trip; against a
+  // server that stops answering, at most command_timeout (then the session is closed).
   ~PgAcquisition() override;
 
   spi::Attempt attempt() override;

@@ -2,8 +2,11 @@
 
 #include <poll.h>
 
+#include <atomic>
 #include <cerrno>
 #include <cstring>
+#include <future>
+#include <thread>
 #include <vector>
 
 #include "errors.h"
@@ -254,13 +257,36 @@ bool PgConn::poll_input() noexcept {
   return PQstatus(conn_) == CONNECTION_OK && !fatal_seen_;
 }
 
-bool PgConn::cancel() noexcept {
+bool PgConn::cancel(Clock::time_point deadline) noexcept {
+  // libpq 15's PQcancel has no timeout (it waits for the postmaster to close the request's
+  // connection), so it runs on a thread of its own that owns the PGcancel; PQcancelCreate,
+  // which could be polled, is PostgreSQL 17's. Stalled servers leave one such thread each
+  // until they answer (or TCP gives up): past kMaxStuck the request is not sent at all.
+  constexpr int kMaxStuck = 16;
+  static std::atomic<int> outstanding{0};
   PGcancel* c = PQgetCancel(conn_);
   if (c == nullptr) return false;
-  char err[256];
-  const bool ok = PQcancel(c, err, sizeof err) == 1;
-  PQfreeCancel(c);
-  return ok;
+  if (outstanding.fetch_add(1) >= kMaxStuck) {
+    outstanding.fetch_sub(1);
+    PQfreeCancel(c);
+    return false;
+  }
+  try {
+    std::packaged_task<bool()> task([c] {
+      char err[256];
+      const bool ok = PQcancel(c, err, sizeof err) == 1;
+      PQfreeCancel(c);
+      outstanding.fetch_sub(1);
+      return ok;
+    });
+    std::future<bool> taken = task.get_future();
+    std::thread(std::move(task)).detach();
+    return taken.wait_until(deadline) == std::future_status::ready && taken.get();
+  } catch (...) {  // no thread could be started
+    outstanding.fetch_sub(1);
+    PQfreeCancel(c);
+    return false;
+  }
 }
 
 }  // namespace dlock::postgres

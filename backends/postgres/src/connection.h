@@ -81,9 +81,12 @@ class PgConn {
   // Collects the finished statement's result (REQUIRES: result_ready()).
   ResultPtr take_result();
 
-  // Asks the server to cancel the statement in flight (a new short connection; blocks for
-  // about one round trip). Returns false if the request could not be sent.
-  bool cancel() noexcept;
+  // Asks the server to cancel the statement in flight (a new short connection, about one
+  // round trip) and waits for the server to take the request, up to `deadline`. Returns
+  // true once it did; false if it could not be sent or was not taken by then (a stalled
+  // server: the request, on a thread of its own, may still arrive later and cancel
+  // whatever this session runs then, so the caller must drop the connection).
+  bool cancel(Clock::time_point deadline) noexcept;
 
  private:
   PgConn(PGconn* conn, std::string where);

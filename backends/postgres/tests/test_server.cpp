@@ -1,14 +1,15 @@
 #include "test_server.h"
 
+#include <dirent.h>
 #include <signal.h>
 #include <unistd.h>
 
-#include <chrono>
-#include <thread>
-
 #include <atomic>
+#include <chrono>
 #include <cstdlib>
+#include <fstream>
 #include <stdexcept>
+#include <thread>
 
 #include "dlock/open.h"
 #include "dlock/uri.h"
@@ -106,6 +107,66 @@ void crash_server() {
       std::this_thread::sleep_for(std::chrono::milliseconds(100));
     }
   }
+}
+
+namespace {
+
+// The parent pid and state letter of `pid` (from /proc/<pid>/stat); {0, 0} if it is gone.
+std::pair<int, char> parent_and_state(int pid) {
+  std::ifstream stat("/proc/" + std::to_string(pid) + "/stat");
+  std::string line;
+  std::getline(stat, line);
+  const auto paren = line.rfind(')');
+  if (paren == std::string::npos || paren + 4 >= line.size()) return {0, 0};
+  return {std::atoi(line.c_str() + paren + 4), line[paren + 2]};
+}
+
+std::vector<int> children_of(int parent) {
+  std::vector<int> out;
+  if (DIR* dir = ::opendir("/proc")) {
+    while (dirent* e = ::readdir(dir)) {
+      const int pid = std::atoi(e->d_name);
+      if (pid > 0 && parent_and_state(pid).first == parent) out.push_back(pid);
+    }
+    ::closedir(dir);
+  }
+  return out;
+}
+
+}  // namespace
+
+StoppedServer::StoppedServer() {
+  const std::string data = admin("SHOW data_directory").at(0).at(0);
+  std::ifstream pidfile(data + "/postmaster.pid");
+  int postmaster = 0;
+  pidfile >> postmaster;
+  if (postmaster <= 0) throw std::runtime_error("StoppedServer: no pid in " + data + "/postmaster.pid");
+  // The postmaster first, so it forks no process we would miss.
+  if (::kill(postmaster, SIGSTOP) != 0) throw std::runtime_error("StoppedServer: kill failed (run as root or postgres)");
+  pids_.push_back(postmaster);
+  for (int child : children_of(postmaster)) {
+    if (::kill(child, SIGSTOP) == 0) pids_.push_back(child);
+  }
+  // kill() returns before a process has stopped: one may still answer a statement.
+  const auto end = std::chrono::steady_clock::now() + std::chrono::seconds(2);
+  for (int pid : pids_) {
+    while (true) {
+      const char state = parent_and_state(pid).second;
+      if (state == 'T' || state == 't' || state == 0) break;
+      if (std::chrono::steady_clock::now() > end) {
+        resume();  // the destructor of a half-made object does not run
+        throw std::runtime_error("StoppedServer: a process did not stop");
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
+  }
+}
+
+StoppedServer::~StoppedServer() { resume(); }
+
+void StoppedServer::resume() {
+  for (int pid : pids_) ::kill(pid, SIGCONT);
+  pids_.clear();
 }
 
 }  // namespace dlock::postgres::test

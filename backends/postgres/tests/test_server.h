@@ -43,4 +43,20 @@ void restart_server();
 // pg_postmaster_start_time() does not change). Blocks until the server answers again.
 void crash_server();
 
+// Stops every process of the server (SIGSTOP of the postmaster, then of its children): it
+// accepts TCP connections (the kernel's backlog) but answers nothing, as a stalled host
+// does. Resumes it (SIGCONT) when destroyed. Throws std::runtime_error if it cannot.
+class StoppedServer {
+ public:
+  StoppedServer();
+  ~StoppedServer();
+  StoppedServer(const StoppedServer&) = delete;
+  StoppedServer& operator=(const StoppedServer&) = delete;
+  // Resumes the server now (idempotent).
+  void resume();
+
+ private:
+  std::vector<int> pids_;
+};
+
 }  // namespace dlock::postgres::test
