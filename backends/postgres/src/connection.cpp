@@ -29,6 +29,17 @@ void on_notice(void* arg, const PGresult* r) {
   }
 }
 
+std::vector<std::string> split_list(const std::string& list) {
+  std::vector<std::string> out;
+  std::size_t from = 0;
+  while (true) {
+    const auto comma = list.find(',', from);
+    out.push_back(list.substr(from, comma - from));
+    if (comma == std::string::npos) return out;
+    from = comma + 1;
+  }
+}
+
 long long secs_up(milliseconds d) { return std::max<long long>(1, ceil<seconds>(d).count()); }
 
 [[noreturn]] void timed_out(const std::string& where, std::string_view doing) {
@@ -61,7 +72,6 @@ PgConn::PgConn(PGconn* conn, std::string where) : conn_(conn), where_(std::move(
 PgConn::~PgConn() { PQfinish(conn_); }
 
 std::unique_ptr<PgConn> PgConn::open(const PgOptions& o, const std::string& application_name) {
-  const auto deadline = Clock::now() + o.connect_timeout;
   std::vector<std::pair<std::string, std::string>> kv = o.conninfo;
   const milliseconds s = o.session_timeout;
   kv.emplace_back("application_name", application_name);
@@ -73,6 +83,44 @@ std::unique_ptr<PgConn> PgConn::open(const PgOptions& o, const std::string& appl
   kv.emplace_back("keepalives_interval", std::to_string(secs_up(s / 10)));
   kv.emplace_back("keepalives_count", "5");
   kv.emplace_back("tcp_user_timeout", std::to_string(s.count()));
+  // connect_timeout is per host, as in libpq; but libpq's non-blocking connect cannot be
+  // told to move on to the next host when our deadline passes, so each host gets a
+  // connection attempt of its own. parse_options() lists as many ports as hosts.
+  std::string* host = nullptr;
+  std::string* port = nullptr;
+  for (auto& [k, v] : kv) {
+    if (k == "host") host = &v;
+    if (k == "port") port = &v;
+  }
+  const std::vector<std::string> hosts = split_list(*host), ports = split_list(*port);
+  std::string failures;
+  for (std::size_t i = 0; i < hosts.size(); ++i) {
+    *host = hosts[i];
+    *port = ports.at(i);
+    const std::string doing = hosts.size() == 1 ? "connect" : "connect to " + hosts[i] + ":" + ports[i];
+    std::unique_ptr<PgConn> conn;
+    try {
+      conn = open_one(o, kv, doing);
+    } catch (const Error& e) {
+      // Like libpq, only a host that cannot be reached passes the turn; a server's refusal
+      // (password, database, pg_hba) ends the attempt.
+      if (e.code() != ErrorCode::unavailable || hosts.size() == 1) throw;
+      failures += (failures.empty() ? "" : "; ") + e.message();
+      if (i + 1 == hosts.size()) throw Error(ErrorCode::unavailable, failures);
+      continue;
+    }
+    // A read-only server is refused, not passed over: libpq lands there too unless told
+    // target_session_attrs=read-write, which the refusal names.
+    refuse_read_only(*conn);
+    return conn;
+  }
+  throw Error(ErrorCode::internal, o.where + ": connect: no host");  // parse_options needs one
+}
+
+std::unique_ptr<PgConn> PgConn::open_one(const PgOptions& o,
+                                         const std::vector<std::pair<std::string, std::string>>& kv,
+                                         const std::string& doing) {
+  const auto deadline = Clock::now() + o.connect_timeout;
   std::vector<const char*> keys, values;
   for (const auto& [k, v] : kv) {
     keys.push_back(k.c_str());
@@ -81,22 +129,21 @@ std::unique_ptr<PgConn> PgConn::open(const PgOptions& o, const std::string& appl
   keys.push_back(nullptr);
   values.push_back(nullptr);
   PGconn* raw = PQconnectStartParams(keys.data(), values.data(), 0);
-  if (raw == nullptr) throw translate_error(o.where, "connect", nullptr, nullptr);
+  if (raw == nullptr) throw translate_error(o.where, doing, nullptr, nullptr);
   std::unique_ptr<PgConn> conn(new PgConn(raw, o.where));
-  if (PQstatus(raw) == CONNECTION_BAD) throw translate_error(o.where, "connect", raw, nullptr);
+  if (PQstatus(raw) == CONNECTION_BAD) throw translate_error(o.where, doing, raw, nullptr);
   PostgresPollingStatusType st = PGRES_POLLING_WRITING;
   while (true) {
     if (st == PGRES_POLLING_OK) break;
-    if (st == PGRES_POLLING_FAILED) throw translate_error(o.where, "connect", raw, nullptr);
+    if (st == PGRES_POLLING_FAILED) throw translate_error(o.where, doing, raw, nullptr);
     try {
-      conn->wait_socket(st == PGRES_POLLING_READING ? POLLIN : POLLOUT, deadline, "connect");
+      conn->wait_socket(st == PGRES_POLLING_READING ? POLLIN : POLLOUT, deadline, doing);
     } catch (const Error&) {
-      throw Error(ErrorCode::unavailable, o.where + ": connect: no answer within connect_timeout (" +
+      throw Error(ErrorCode::unavailable, o.where + ": " + doing + ": no answer within connect_timeout (" +
                                               std::to_string(o.connect_timeout.count()) + "ms)");
     }
     st = PQconnectPoll(raw);
   }
-  refuse_read_only(*conn);
   return conn;
 }
 

@@ -29,7 +29,9 @@ class PgConn {
  public:
   using Clock = std::chrono::steady_clock;
 
-  // Connects within o.connect_timeout (several hosts are tried in turn, as libpq does) and
+  // Connects within o.connect_timeout per host (several hosts are tried in turn, as libpq
+  // does: the next one when a host cannot be reached or does not answer in time; a server's
+  // refusal, e.g. a wrong password, ends the attempt) and
   // applies session_settings() in advisory mode (lease mode sends no startup options, which
   // a pooler such as PgBouncer would refuse). `application_name` names the connection in pg_stat_activity.
   // Throws Error (errors.h) naming `where`, never the password.
@@ -90,6 +92,10 @@ class PgConn {
 
  private:
   PgConn(PGconn* conn, std::string where);
+  // One connection attempt with the libpq keywords `kv` (one host), within o.connect_timeout.
+  static std::unique_ptr<PgConn> open_one(const PgOptions& o,
+                                          const std::vector<std::pair<std::string, std::string>>& kv,
+                                          const std::string& doing);
   // Throws unavailable if the server reports itself read-only (a hot standby, or
   // default_transaction_read_only=on): nothing dlock does could succeed there.
   static void refuse_read_only(const PgConn& c);

@@ -88,5 +88,32 @@ TEST(PgErrors, ClosedPortIsUnavailableWithinTheConnectTimeout) {
   EXPECT_LT(std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - start).count(), 1000);
 }
 
+// A first host that accepts TCP but never answers (a stalled or half-dead server) costs
+// connect_timeout, then the next host is tried, as libpq does: connect_timeout is per host.
+TEST(PgErrors, SilentFirstHostFallsThroughToTheNextWithinConnectTimeout) {
+  const int silent = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t len = sizeof addr;
+  ASSERT_EQ(::bind(silent, reinterpret_cast<sockaddr*>(&addr), sizeof addr), 0);
+  ASSERT_EQ(::listen(silent, 16), 0);  // the kernel completes handshakes; nobody reads
+  ::getsockname(silent, reinterpret_cast<sockaddr*>(&addr), &len);
+  const std::string base = test::uri_as("", "connect_timeout=500ms");
+  const auto at = base.find('@') + 1;
+  const std::string uri = base.substr(0, at) + "127.0.0.1:" + std::to_string(ntohs(addr.sin_port)) + "," +
+                          base.substr(at);
+  const auto start = Clock::now();
+  try {
+    auto p = dlock::open(uri);
+    auto l = p->try_lock("second-host");
+    EXPECT_TRUE(l);
+  } catch (const Error& e) {
+    ADD_FAILURE() << uri << ": " << e.what();
+  }
+  EXPECT_LT(std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - start).count(), 1500);
+  ::close(silent);
+}
+
 }  // namespace
 }  // namespace dlock::postgres
