@@ -68,6 +68,10 @@ Error translate_error(std::string_view where, std::string_view doing, const PGco
     return Error(ErrorCode::invalid_argument,
                  head + "the user lacks a privilege dlock needs (README.md, \"Privileges\")" + detail);
   }
+  if (state == "3F000") {  // the URI's schema= (the server's message names it)
+    return Error(ErrorCode::invalid_argument,
+                 head + "the schema does not exist: create it or fix schema= in the URI" + detail);
+  }
   if (state == "42P01") {
     return Error(ErrorCode::invalid_argument,
                  head + "the fence table is missing: create it (README.md) or set create_tables=true" + detail);

@@ -28,7 +28,7 @@ std::string sqlstate_of(const PGresult* result);
 //     pg_hba reject → invalid_argument; an unrecognized configuration parameter (a server
 //     older than 14 has no idle_session_timeout) → unsupported; anything else (refused,
 //     timeout, reset, too many connections, the database system is starting up) → unavailable;
-//   an error result, by SQLSTATE class — 28 (auth), 3D (no database), 42501 (privilege),
+//   an error result, by SQLSTATE class — 28 (auth), 3D (no database), 3F000 (no schema), 42501 (privilege),
 //     42P01 (no table), 42 otherwise → invalid_argument; 25006 (read-only: a hot standby),
 //     53 (resources: 53200 out of shared memory = the lock table is full), 57P0x (terminated,
 //     shutdown), 08 (connection) → unavailable; anything else → internal.

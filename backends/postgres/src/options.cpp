@@ -70,8 +70,20 @@ PgOptions parse_options(const Uri& uri) {
   if (password) o.conninfo.emplace_back("password", *password);
   o.where = "postgres " + where + "/" + db;
 
+  // libpq rejects other values only when connecting, with a message that looks like an
+  // unreachable server (unavailable: retried in vain); named here they are the URI's fault.
+  const std::vector<std::pair<std::string, std::vector<std::string>>> enums = {
+      {"sslmode", {"disable", "allow", "prefer", "require", "verify-ca", "verify-full"}},
+      {"target_session_attrs", {"any", "read-write", "read-only", "primary", "standby", "prefer-standby"}},
+  };
   for (const auto& name : passthrough_parameters()) {
     if (auto v = params.take_string(name)) {
+      for (const auto& [enum_name, allowed] : enums) {
+        if (name != enum_name || std::find(allowed.begin(), allowed.end(), *v) != allowed.end()) continue;
+        std::string list;
+        for (const auto& a : allowed) list += (list.empty() ? "" : ", ") + a;
+        bad(uri, name + " must be one of " + list + ", not '" + *v + "'");
+      }
       if (name == "application_name") {
         o.application_name = *v;
       } else {

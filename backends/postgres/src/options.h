@@ -37,7 +37,7 @@ struct PgOptions {
 // Reads `uri` (scheme postgres or postgresql, libpq's URI form: several comma-separated
 // hosts, a percent-encoded socket directory as host, /database). Throws
 // Error(invalid_argument) naming what is wrong: no database, a libpq parameter outside the
-// whitelist, an unknown parameter, a bad number or duration, a bad mode, an identifier
+// whitelist, an sslmode or target_session_attrs libpq 15 does not know, an unknown parameter, a bad number or duration, a bad mode, an identifier
 // (schema, table) that is not [A-Za-z_][A-Za-z0-9_]* of at most 63 bytes, a prefix longer
 // than 256 bytes, session_timeout below 1s, wait_chunk below 100ms (other than 0).
 PgOptions parse_options(const Uri& uri);

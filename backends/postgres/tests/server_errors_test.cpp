@@ -88,6 +88,15 @@ TEST(PgErrors, ClosedPortIsUnavailableWithinTheConnectTimeout) {
   EXPECT_LT(std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - start).count(), 1000);
 }
 
+// A retry cannot create a schema: invalid_argument naming it, in both modes.
+TEST(PgErrors, MissingSchemaIsInvalidArgumentNamingIt) {
+  for (const std::string mode : {"advisory", "lease"}) {
+    const Error e = failure_of(test::uri_as("", "schema=no_such_schema_here&mode=" + mode));
+    EXPECT_EQ(e.code(), ErrorCode::invalid_argument) << mode << ": " << e.what();
+    EXPECT_NE(e.message().find("no_such_schema_here"), std::string::npos) << mode << ": " << e.what();
+  }
+}
+
 // A first host that accepts TCP but never answers (a stalled or half-dead server) costs
 // connect_timeout, then the next host is tried, as libpq does: connect_timeout is per host.
 TEST(PgErrors, SilentFirstHostFallsThroughToTheNextWithinConnectTimeout) {

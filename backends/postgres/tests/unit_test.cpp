@@ -137,6 +137,8 @@ TEST(PgOptions, RejectsWhatIsWrongNamingIt) {
       {"postgres://h/d?lease=5s", "lease"},
       {"postgres://u:p@h/d?password=q", "password"},
       {"postgres://h/d?prefix=" + std::string(300, 'x'), "prefix"},
+      {"postgres://h/d?sslmode=bogus", "sslmode"},  // libpq's own check would look like a dead server
+      {"postgres://h/d?target_session_attrs=bogus", "target_session_attrs"},
   };
   for (const auto& [uri, word] : cases) {
     std::string message;
