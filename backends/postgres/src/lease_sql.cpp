@@ -19,10 +19,10 @@ std::string remaining(const std::string& t) {
 LeaseSql::LeaseSql(const std::string& schema, const std::string& table) : channel(table) {
   table_ = qualified(schema, table);
   const std::string& t = table_;
-  create_table = "CREATE TABLE IF NOT EXISTS " + t +
-                 " (name bytea PRIMARY KEY, owner bytea, expires_at timestamptz, "
-                 "readers jsonb NOT NULL DEFAULT '{}', token bigint NOT NULL, "
-                 "wwait bytea, wwait_until timestamptz)";
+  create_table = create_if_missing(t, "CREATE TABLE IF NOT EXISTS " + t +
+                                          " (name bytea PRIMARY KEY, owner bytea, expires_at timestamptz, "
+                                          "readers jsonb NOT NULL DEFAULT '{}', token bigint NOT NULL, "
+                                          "wwait bytea, wwait_until timestamptz)");
   const std::string live_readers =
       "EXISTS (SELECT 1 FROM jsonb_each_text(l.readers) r WHERE r.value::timestamptz > clock_timestamp())";
   acquire_x = "WITH u AS (INSERT INTO " + t + " AS l (name, owner, expires_at, readers, token) "

@@ -74,6 +74,12 @@ std::string qualified(const std::string& schema, const std::string& table) {
   return "\"" + schema + "\".\"" + table + "\"";
 }
 
+std::string create_if_missing(const std::string& qualified_name, const std::string& create) {
+  // A plain-identifier name holds no quote: it can stand in a literal as it is.
+  return "DO $dlock$ BEGIN IF to_regclass('" + qualified_name + "') IS NULL THEN " + create +
+         "; END IF; END $dlock$;\n";
+}
+
 std::string token_sequence(const std::string& table) { return table.substr(0, 57) + "_token"; }
 
 AdvisorySql::AdvisorySql(const std::string& schema, const std::string& table) {
@@ -82,8 +88,8 @@ AdvisorySql::AdvisorySql(const std::string& schema, const std::string& table) {
   // A regclass literal: the names are plain identifiers, so no quote can occur in them.
   const std::string seq_literal = "'" + seq + "'::regclass";
   const std::int32_t obj = bump_object(seq);
-  create_table = "CREATE TABLE IF NOT EXISTS " + t + " (key bigint PRIMARY KEY, name bytea NOT NULL);\n"
-                 "CREATE SEQUENCE IF NOT EXISTS " + seq + " AS bigint;\n" +
+  create_table = create_if_missing(t, "CREATE TABLE IF NOT EXISTS " + t + " (key bigint PRIMARY KEY, name bytea NOT NULL)") +
+                 create_if_missing(seq, "CREATE SEQUENCE IF NOT EXISTS " + seq + " AS bigint") +
                  upgrade_earlier_table(t, seq, seq_literal);
   // pg_advisory_lock returns void; ::text = '' turns it into a boolean true after the wait.
   prepare_all = prepare(stmt::claim, "bigint, bytea", claim(t)) +

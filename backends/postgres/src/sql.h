@@ -31,7 +31,8 @@ inline constexpr const char* unlock_s = "dlock_unlock_s";
 }  // namespace stmt
 
 struct AdvisorySql {
-  // CREATE TABLE / SEQUENCE IF NOT EXISTS (the owner table and the token sequence).
+  // CREATE TABLE / SEQUENCE IF NOT EXISTS (the owner table and the token sequence), each
+  // only if missing (create_if_missing), then the upgrade of an earlier build's table.
   std::string create_table;
   // One simple query that PREPAREs every statement above and bumps the sequence to the
   // server clock (1 round trip per connection).
@@ -61,6 +62,11 @@ bool parse_unlock_row(const PGresult* r);
 
 // "<schema>"."<table>" (the parts are plain identifiers already).
 std::string qualified(const std::string& schema, const std::string& table);
+
+// `create` (a CREATE … IF NOT EXISTS of the relation `qualified_name`) run only when no
+// such relation exists: CREATE … IF NOT EXISTS alone needs the CREATE privilege on the
+// schema even when the relation is there, so every open would.
+std::string create_if_missing(const std::string& qualified_name, const std::string& create);
 
 // The token sequence's name: <table>_token, the table cut to 57 bytes so it stays a
 // PostgreSQL identifier (two tables may then share a sequence, which is harmless).

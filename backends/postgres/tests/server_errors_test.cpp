@@ -15,6 +15,7 @@
 namespace dlock::postgres {
 namespace {
 
+using namespace std::chrono_literals;
 using Clock = std::chrono::steady_clock;
 
 // Opens `uri` and takes a lock; returns the error it threw (fails the test if none).
@@ -86,6 +87,37 @@ TEST(PgErrors, ClosedPortIsUnavailableWithinTheConnectTimeout) {
                              "/postgres?connect_timeout=500ms");
   EXPECT_EQ(e.code(), ErrorCode::unavailable) << e.what();
   EXPECT_LT(std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - start).count(), 1000);
+}
+
+// With create_tables=true (the default) an open needs no CREATE privilege once the tables
+// exist: the grants README.md, "Privileges", lists for each mode are enough.
+TEST(PgErrors, OpenNeedsNoCreatePrivilegeOnceTheTablesExist) {
+  test::admin("DO $$ BEGIN CREATE ROLE dlock_nocreate LOGIN; EXCEPTION WHEN duplicate_object THEN NULL; END $$");
+  // A schema of its own, dropped at the end: other tests count the dlock_fence tables.
+  test::admin("DROP SCHEMA IF EXISTS dlock_nocreate_s CASCADE");
+  test::admin("CREATE SCHEMA dlock_nocreate_s");
+  test::admin("GRANT USAGE ON SCHEMA dlock_nocreate_s TO dlock_nocreate");
+  for (const std::string mode : {"advisory", "lease"}) {
+    (void)dlock::open(test::uri_as("", "schema=dlock_nocreate_s&application_name=setup&mode=" + mode));
+  }
+  test::admin("GRANT SELECT, INSERT ON dlock_nocreate_s.dlock_fence TO dlock_nocreate");
+  test::admin("GRANT UPDATE ON SEQUENCE dlock_nocreate_s.dlock_fence_token TO dlock_nocreate");
+  test::admin("GRANT SELECT, INSERT, UPDATE ON dlock_nocreate_s.dlock_lease TO dlock_nocreate");
+  ASSERT_EQ(test::admin("SELECT has_schema_privilege('dlock_nocreate', 'dlock_nocreate_s', 'CREATE')")[0][0], "f");
+  for (const std::string mode : {"advisory", "lease"}) {
+    try {
+      auto p = dlock::open(test::uri_as("dlock_nocreate", "schema=dlock_nocreate_s&mode=" + mode));
+      auto x = p->try_lock("no-create", Wait::for_duration(1s));
+      ASSERT_TRUE(x) << mode;
+      EXPECT_TRUE(x->release()) << mode;
+      auto s = p->try_lock_shared("no-create", Wait::for_duration(1s));
+      ASSERT_TRUE(s) << mode;
+      EXPECT_TRUE(s->release()) << mode;
+    } catch (const Error& e) {
+      ADD_FAILURE() << mode << ": " << e.what();
+    }
+  }
+  test::admin("DROP SCHEMA dlock_nocreate_s CASCADE");
 }
 
 // A retry cannot create a schema: invalid_argument naming it, in both modes.
