@@ -13,7 +13,9 @@ Hold::~Hold() {
   try {
     state_->core->release(*this);
   } catch (...) {
-    // Best effort: a lease-based lock expires, a session-based one ends with its session.
+    // No answer, and nobody can ask again: the core gives the hold up (never re-entered)
+    // and releases it again in the background.
+    state_->core->give_up_dropped(*this);
   }
 }
 }  // namespace detail

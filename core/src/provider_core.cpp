@@ -252,6 +252,24 @@ bool ProviderCore::give_up(const std::shared_ptr<HoldState>& state, Clock::time_
   return true;
 }
 
+void ProviderCore::give_up_dropped(Hold& hold) noexcept {
+  std::shared_ptr<HoldState> st = hold.state();
+  bool given_up_before = false;
+  {
+    Lock lock(mu_);
+    if (hold.released()) return;
+    hold.set_released();
+    if (--st->holds > 0) return;  // (the backend is only ever asked for the last hold)
+    forget_locked(*st);
+    given_up_before = st->ended;
+    st->ended = true;
+  }
+  // Given up by the watchdog meanwhile: its planned release is taken over here (the state
+  // dies with this Hold, and the watchdog keeps no state alive).
+  if (given_up_before && !scheduler_.take_pending_release(*st)) return;
+  scheduler_.release_dropped(std::move(st));
+}
+
 void ProviderCore::release_given_up(HoldState& state) noexcept {
   try {
     backend_->release(*state.lock);  // owner-checked: never touches another holder

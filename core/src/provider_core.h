@@ -39,6 +39,10 @@ class ProviderCore : public std::enable_shared_from_this<ProviderCore> {
   // Releases a given-up hold on the backend, owner-checked, ignoring failures (the lease
   // expires or the session ends anyway). May block for a round trip.
   void release_given_up(HoldState& state) noexcept;
+  // ~Hold, after release(hold) threw (no answer): the dropped Lease's hold is given up, so
+  // that no later acquire of its owner re-enters a lock the unanswered release may have
+  // freed on the server; the watchdog releases it again. Never blocks on the backend.
+  void give_up_dropped(Hold& hold) noexcept;
 
  private:
   using Key = std::pair<std::string, std::string>;  // (name, owner)

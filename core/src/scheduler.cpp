@@ -324,6 +324,13 @@ bool Scheduler::take_pending_release(HoldState& state) {
   return true;
 }
 
+void Scheduler::release_dropped(std::shared_ptr<HoldState> state) {
+  Lock lock(shared_->mu);
+  state->release_at = Clock::time_point::max();
+  state->cleaned = true;
+  queue_release(*shared_, std::move(state));  // after a renewal of it in flight, if any
+}
+
 void Scheduler::poke() noexcept {
   // No mutex here (see Shared::poked). A wake-up lost in the instant before the timekeeper
   // blocks only delays the clean-up to its next planned wake: the lost signal itself has

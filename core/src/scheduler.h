@@ -60,6 +60,9 @@ class Scheduler {
   // yet: returns true if there was one (the caller releases now). Called before that
   // schedule exists (the give-up is still on its way), it makes the release run at once.
   bool take_pending_release(HoldState& state);
+  // Releases `state` on the backend (owner-checked) on the worker, which keeps it alive
+  // until then: a hold given up after its last Lease was dropped. REQUIRES: state->ended.
+  void release_dropped(std::shared_ptr<HoldState> state);
   // Wakes the timekeeper to re-plan (a backend marked a lock lost).
   void poke() noexcept;
 

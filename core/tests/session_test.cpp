@@ -223,5 +223,30 @@ TEST(SessionHolds, RefreshSetsEveryHoldsServerExpiry) {
   EXPECT_EQ(s.size(), 0u) << "a dropped hold stays";
 }
 
+// A Lease dropped while its release gets no answer cannot be released again by anyone: the
+// core must give the hold up (released again in the background), never keep it for the next
+// acquire of the same owner to re-enter. That release may have freed the lock on the server
+// (its reply lost): a re-entry would then be a second holder, with the old token.
+TEST(DroppedLease, AFailedReleaseFromTheDestructorIsGivenUpNotReentered) {
+  for (Liveness liveness : {Liveness::lease, Liveness::session}) {
+    auto b = std::make_shared<ScriptedBackend>(3s, liveness);
+    auto p = provider_on(b);
+    std::uint64_t first_token = 0;
+    {
+      auto l = p->try_lock("x", Wait::try_once());
+      ASSERT_TRUE(l);
+      first_token = l->fencing_token();
+      b->failing_releases = 1;
+    }  // ~Lease: the release throws unavailable, swallowed
+    EXPECT_TRUE(eventually([&] { return b->releases_of("x") == 1; }, 2s))
+        << "the given-up hold was not released again in the background";
+    const int started = b->acquisitions_started.load();
+    auto again = p->try_lock("x", Wait::for_duration(2s));
+    ASSERT_TRUE(again);
+    EXPECT_EQ(b->acquisitions_started.load(), started + 1) << "re-entered a hold whose release failed";
+    EXPECT_GT(again->fencing_token(), first_token);
+  }
+}
+
 }  // namespace
 }  // namespace dlock
