@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <map>
 #include <mutex>
 #include <random>
 #include <set>
@@ -33,16 +34,25 @@ class WaiterSink final : public WatchSink {
     }
     wake_();
   }
+  void watch_refused(const std::string& path, int rc) noexcept override {
+    {
+      std::lock_guard lk(mu_);
+      refused_.emplace(path, rc);
+    }
+    wake_();
+  }
   void session_ended() noexcept override { wake_(); }
 
   struct Events {
     std::set<std::string> gone, failed;
+    std::map<std::string, int> refused;  // path -> the server's answer
   };
   Events take() {
     std::lock_guard lk(mu_);
     Events e;
     e.gone.swap(gone_);
     e.failed.swap(failed_);
+    e.refused.swap(refused_);
     return e;
   }
 
@@ -50,6 +60,7 @@ class WaiterSink final : public WatchSink {
   const std::function<void()> wake_;
   std::mutex mu_;
   std::set<std::string> gone_, failed_;  // guarded by mu_
+  std::map<std::string, int> refused_;   // guarded by mu_
 };
 
 namespace {
@@ -267,6 +278,12 @@ spi::Attempt ZkAcquisition::evaluate(const std::vector<std::string>& names, Cloc
 
 spi::Attempt ZkAcquisition::from_snapshot() {
   auto events = sink_->take();
+  for (const auto& [path, rc] : events.refused) {
+    // Still in our way and unwatchable (its ACL denies us): waiting could only poll.
+    if (std::find(lower_.begin(), lower_.end(), path) != lower_.end()) {
+      throw translate_error(conn_->where(), "watching the lock node ahead of ours", path, rc);
+    }
+  }
   bool own_session_node_gone = false;
   bool watched_went = false;
   for (const auto& path : events.gone) {

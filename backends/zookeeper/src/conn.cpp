@@ -125,8 +125,10 @@ void on_watch_set(int rc, const char*, int, const Stat*, const void* data) {
   ctx->conn->unwatch(ctx->path, sink.get());
   if (rc == ZNONODE) {
     sink->node_gone(ctx->path);
-  } else {
+  } else if (is_transport_error(rc)) {
     sink->watch_failed(ctx->path);
+  } else {
+    sink->watch_refused(ctx->path, rc);  // the same request would get the same answer
   }
 }
 
@@ -314,7 +316,11 @@ void Conn::watch(const std::string& path, const std::shared_ptr<WatchSink>& sink
   }
   if (rc != ZOK) {
     unwatch(path, sink.get());
-    sink->watch_failed(path);
+    if (is_transport_error(rc)) {
+      sink->watch_failed(path);
+    } else {
+      sink->watch_refused(path, rc);
+    }
   }
 }
 

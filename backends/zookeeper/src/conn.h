@@ -59,6 +59,9 @@ class WatchSink {
   // The watch could not be set or was triggered by something other than a deletion (a
   // data change, a connection loss before the answer): set it again.
   virtual void watch_failed(const std::string& path) noexcept = 0;
+  // The server refused the watch for good (`rc`: ZNOAUTH when the node's ACL denies us
+  // READ, or another error that setting it again would only repeat): do not set it again.
+  virtual void watch_refused(const std::string& path, int rc) noexcept = 0;
   // The session expired: every node of it is gone, every watch too.
   virtual void session_ended() noexcept = 0;
 };

@@ -41,6 +41,9 @@ class ZkHeldLock final : public spi::HeldLock,
     if (!settled_.load()) mark_lost();
   }
   void watch_failed(const std::string&) noexcept override { watched_ = false; }
+  // Our own node refuses us only if its ACL was changed from outside: the next probe (S/3
+  // later, not at once) tries again.
+  void watch_refused(const std::string& path, int) noexcept override { watch_failed(path); }
   void session_ended() noexcept override { mark_lost(); }
 
  private:

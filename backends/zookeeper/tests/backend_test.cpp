@@ -284,5 +284,35 @@ TEST(ZkBackend, DigestCredentialsProtectTheNodes) {
   EXPECT_TRUE(l->release());
 }
 
+TEST(ZkBackend, APredecessorWhoseAclDeniesUsIsAClearErrorNotABusyLoop) {
+  // A node ahead of ours made by another identity (CREATOR_ALL) cannot be watched: getData
+  // answers ZNOAUTH. The waiter must fail naming that node, not set the watch again at once
+  // after each refusal (thousands of requests a second for the whole wait).
+  const auto prefix = fresh_prefix();
+  auto zh = raw();
+  const std::string parent = "/" + prefix + "/n";
+  ASSERT_EQ(zoo_create(zh.get(), ("/" + prefix).c_str(), "", 0, &ZOO_OPEN_ACL_UNSAFE, ZOO_PERSISTENT, nullptr, 0), ZOK);
+  ASSERT_EQ(zoo_create(zh.get(), parent.c_str(), "", 0, &ZOO_OPEN_ACL_UNSAFE, ZOO_PERSISTENT, nullptr, 0), ZOK);
+  auto u1 = raw("u1:pw1");
+  char made[512] = {};
+  ASSERT_EQ(zoo_create(u1.get(), (parent + "/x-0123456789abcdef-").c_str(), "", 0, &ZOO_CREATOR_ALL_ACL,
+                       ZOO_EPHEMERAL_SEQUENTIAL, made, sizeof made),
+            ZOK);
+  auto p = dlock::open("zk://u2:pw2@" + hosts() + "/?prefix=" + prefix + "&session_timeout=1s&command_timeout=1s");
+  const long before = mntr_value("zk_packets_received");
+  try {
+    auto l = p->try_lock("n", Wait::for_duration(2s));
+    ADD_FAILURE() << "the wait ended without an error (granted: " << bool(l) << ")";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), ErrorCode::invalid_argument) << e.what();
+    EXPECT_NE(std::string(e.what()).find(made), std::string::npos) << e.what();
+    EXPECT_EQ(std::string(e.what()).find("pw2"), std::string::npos) << e.what();
+  }
+  // The acquire's create, listing, watch and delete, plus pings: a handful, not thousands.
+  const long packets = mntr_value("zk_packets_received") - before;
+  EXPECT_LT(packets, 100) << "requests the server received during the wait";
+  EXPECT_TRUE(eventually([&] { return children(zh.get(), parent).size() == 1; }, 2s)) << "our node stayed";
+}
+
 }  // namespace
 }  // namespace dlock::zookeeper::test

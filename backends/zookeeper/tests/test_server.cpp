@@ -101,4 +101,11 @@ long total_watches() {
   return std::stol(s.substr(at + 14));
 }
 
+long mntr_value(const std::string& key) {
+  const auto s = four_letter("mntr");
+  const auto at = s.find(key + "\t");
+  if (at == std::string::npos) throw std::runtime_error("no " + key + " in mntr: " + s);
+  return std::stol(s.substr(at + key.size() + 1));
+}
+
 }  // namespace dlock::zookeeper::test

@@ -36,6 +36,8 @@ std::uint16_t port();
 std::string four_letter(const std::string& word);
 // "Total watches:N" of the server's `wchs`: every watch of every session, server-wide.
 long total_watches();
+// A counter of the server's `mntr` (e.g. "zk_packets_received"); throws if it is missing.
+long mntr_value(const std::string& key);
 
 // Waits until `pred` holds or `limit` passes; returns pred().
 template <class Pred>
