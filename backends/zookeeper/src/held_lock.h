@@ -33,12 +33,17 @@ class ZkHeldLock final : public spi::HeldLock,
   bool settle() noexcept { return !settled_.exchange(true); }
   bool settled() const noexcept { return settled_.load(); }
 
+  // A release() is about to send the delete of our node. Returns true if an earlier
+  // release() already sent one that was never confirmed (it may land any time). From now on
+  // the node's disappearance is our release, not a loss: it fires no lost signal.
+  bool begin_release() noexcept { return releasing_.exchange(true); }
+
   // The watch on our own node (set at the first probe, off the acquire's path): a deletion
   // from outside fires the lost signal at once.
   bool start_watching() noexcept { return !watched_.exchange(true); }
 
   void node_gone(const std::string&) noexcept override {
-    if (!settled_.load()) mark_lost();
+    if (!settled_.load() && !releasing_.load()) mark_lost();
   }
   void watch_failed(const std::string&) noexcept override { watched_ = false; }
   // Our own node refuses us only if its ACL was changed from outside: the next probe (S/3
@@ -51,6 +56,7 @@ class ZkHeldLock final : public spi::HeldLock,
   const std::string path_;
   std::atomic<bool> settled_{false};
   std::atomic<bool> watched_{false};
+  std::atomic<bool> releasing_{false};
 };
 
 }  // namespace dlock::zookeeper

@@ -34,25 +34,33 @@ std::unique_ptr<spi::Acquisition> ZkBackend::begin_acquire(const spi::AttemptReq
 bool ZkBackend::release(spi::HeldLock& lock) {
   auto& zl = static_cast<ZkHeldLock&>(lock);
   const auto& conn = zl.conn();
-  conn->holds().remove(zl);
-  conn->unwatch(zl.path(), &zl);
+  const auto settle = [&] {
+    const bool first = zl.settle();
+    conn->holds().remove(zl);
+    conn->unwatch(zl.path(), &zl);
+    conn->forget_own(zl.path());
+    return first;
+  };
   if (conn->dead()) {
-    zl.settle();
+    settle();
     return false;  // the node died with its session
   }
-  const bool first = zl.settle();
-  conn->forget_own(zl.path());
+  const bool retry = zl.begin_release();
+  conn->forget_own(zl.path());  // a waiter of this session may take its deletion as a hand-off
   auto r = client_->await(conn->remove(zl.path()));
   if (!r || is_transport_error(*r)) {
-    // Never drop the node while it may remain (it would block the name for the session's
-    // life): keep deleting it in the background, and tell the caller we could not confirm.
-    Conn::guaranteed_delete(conn, zl.path());
+    // The hold stays (the core keeps it, and release() may be called again): still probed,
+    // still marked lost if the session ends, its node deleted in the background only if the
+    // core drops it. Giving it up here would make the next release() answer false at once
+    // while the node may still hold the lock.
+    conn->note_own(zl.path());
     throw translate_error(conn->where(), "deleting", zl.path(), r ? *r : kTimedOut);
   }
+  settle();
   if (*r == ZOK) return true;
   if (*r == ZNONODE) {
-    // After an unconfirmed first attempt, our own background delete may have removed it.
-    return !first && !conn->dead();
+    // After an unconfirmed earlier attempt, that attempt's delete may have removed it.
+    return retry && !conn->dead();
   }
   throw translate_error(conn->where(), "deleting", zl.path(), *r);
 }

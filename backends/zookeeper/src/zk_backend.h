@@ -18,9 +18,12 @@ class ZkBackend final : public spi::Backend {
   const Capabilities& capabilities() const noexcept override { return caps_; }
   std::unique_ptr<spi::Acquisition> begin_acquire(const spi::AttemptRequest& request,
                                                   std::function<void()> wake) override;
-  // Deletes our node. False when the session that held it is gone or the node was deleted
-  // from outside. Throws Error(unavailable) when the delete is not confirmed within
-  // command_timeout; the node is then deleted in the background (guaranteed delete).
+  // Deletes our node. True once deleted (also when a delete an earlier, failed release()
+  // sent may have deleted it); false when the session that held it is gone or the node was
+  // deleted from outside. Throws Error(unavailable) when the delete is not confirmed within
+  // command_timeout: the hold then stays as it was (probed, marked lost if the session
+  // ends) and a later release() sends the delete again. Only a hold the core drops unreleased
+  // has its node deleted in the background (ZkHeldLock's destructor).
   bool release(spi::HeldLock& lock) override;
   // One probe (exists on the root) per session, however many holds it carries; the first
   // probe of a hold also puts a watch on its node, so a deletion from outside is seen at once.

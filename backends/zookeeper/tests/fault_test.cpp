@@ -5,6 +5,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <optional>
 #include <thread>
 
 #include "dlock/dlock.h"
@@ -98,6 +99,63 @@ TEST(ZkFaults, CreateAmbiguityLeavesNoOrphan) {
   EXPECT_TRUE(eventually([&] { return lock_nodes(zh.get(), prefix).empty(); }, 3s));
 }
 
+TEST(ZkFaults, AFailedReleaseKeepsTheHoldAndTriesAgain) {
+  // A release that cannot tell throws unavailable and the hold stays (spi::Backend::release,
+  // Lease::release): held() stays true through the watchdog's probes, a later release()
+  // sends the delete again (it does not answer false from a hold given up behind the
+  // caller's back), and once the network is back it deletes the node and returns true.
+  // S = 6 s: the cut below stays well inside it (no lost signal is due).
+  const auto prefix = fresh_prefix();
+  TcpProxy proxy("127.0.0.1", port());
+  auto p = dlock::open("zk://127.0.0.1:" + std::to_string(proxy.port()) + "/?prefix=" + prefix +
+                       "&session_timeout=6s&connect_timeout=2s&command_timeout=500ms");
+  auto zh = raw();
+  auto l = p->try_lock("n");
+  ASSERT_TRUE(l);
+  const auto granted = Clock::now();
+  switch_to(proxy, TcpProxy::Mode::blackhole);
+  try {
+    (void)l->release();
+    ADD_FAILURE() << "a release nobody answered returned";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), ErrorCode::unavailable) << e.what();
+  }
+  EXPECT_TRUE(l->held()) << "the hold was given up after a release that could not tell";
+  std::this_thread::sleep_until(granted + 2500ms);  // past the first probe (S/3)
+  EXPECT_TRUE(l->held()) << "the watchdog's probe gave the hold up";
+  EXPECT_FALSE(l->lost_token().stop_requested());
+  const auto again = Clock::now();
+  try {
+    const bool r = l->release();
+    ADD_FAILURE() << "the second release answered " << r << " while the network was cut";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), ErrorCode::unavailable) << e.what();
+  }
+  EXPECT_GE(Clock::now() - again, 400ms) << "the second release did not ask the server";
+  EXPECT_TRUE(l->held());
+  EXPECT_EQ(lock_nodes(zh.get(), prefix).size(), 1u) << "the node went though the network was cut";
+
+  proxy.set_mode(TcpProxy::Mode::pass);
+  proxy.reset_all();
+  std::optional<bool> released;
+  const auto deadline = Clock::now() + 3s;
+  while (!released && Clock::now() < deadline) {
+    try {
+      released = l->release();
+    } catch (const Error& e) {
+      EXPECT_EQ(e.code(), ErrorCode::unavailable) << e.what();  // still reconnecting
+      std::this_thread::sleep_for(100ms);
+    }
+  }
+  ASSERT_TRUE(released) << "release kept failing after the network came back";
+  EXPECT_TRUE(*released) << "the retried release did not report the node it deleted";
+  EXPECT_FALSE(l->held());
+  EXPECT_FALSE(l->lost_token().stop_requested()) << "a release fired the lost signal";
+  EXPECT_TRUE(lock_nodes(zh.get(), prefix).empty());
+  auto next = p->try_lock("n");
+  EXPECT_TRUE(next) << "the name stays blocked";
+}
+
 TEST(ZkFaults, ReleaseDuringDisconnectLeavesNoOrphan) {
   const auto prefix = fresh_prefix();
   TcpProxy proxy("127.0.0.1", port());
@@ -105,8 +163,8 @@ TEST(ZkFaults, ReleaseDuringDisconnectLeavesNoOrphan) {
   auto other = dlock::open(uri_for(prefix));
   auto zh = raw();
 
-  // A cut shorter than S: the release cannot be confirmed, the session survives, and the
-  // node must still go once the network is back.
+  // A cut shorter than S: the release cannot be confirmed, the session survives, the hold
+  // stays, and the holder's next release() deletes the node once the network is back.
   auto l = p->try_lock("n");
   ASSERT_TRUE(l);
   switch_to(proxy, TcpProxy::Mode::blackhole);
@@ -121,8 +179,19 @@ TEST(ZkFaults, ReleaseDuringDisconnectLeavesNoOrphan) {
   EXPECT_EQ(lock_nodes(zh.get(), prefix).size(), 1u) << "the node went though the network was cut";
   proxy.set_mode(TcpProxy::Mode::pass);
   proxy.reset_all();  // the client reconnects at once rather than after its own timeout
-  EXPECT_TRUE(eventually([&] { return lock_nodes(zh.get(), prefix).empty(); }, 2s))
-      << "the node stayed after the session came back";
+  bool deleted = false;
+  (void)eventually(
+      [&] {
+        try {
+          if (!deleted) deleted = l->release();
+        } catch (const Error&) {
+          // still reconnecting
+        }
+        return deleted;
+      },
+      2s);
+  EXPECT_TRUE(deleted) << "the release retried after the session came back did not delete the node";
+  EXPECT_TRUE(lock_nodes(zh.get(), prefix).empty()) << "the node stayed after the session came back";
   auto next = other->try_lock("n", Wait::for_duration(2s));
   EXPECT_TRUE(next) << "the name stays blocked";
   if (next) next->release();
