@@ -6,8 +6,7 @@
 
 namespace dlock::zookeeper {
 
-Client::Client(ZkOptions options)
-    : options_(std::move(options)), session_ms_(options_.session_timeout.count()) {
+Client::Client(ZkOptions options) : options_(std::move(options)) {
   auto c = conn();
   if (!options_.chroot.empty()) {
     auto r = await(c->exists(options_.chroot));
@@ -31,8 +30,11 @@ Clock::duration Client::safe_session_span() const noexcept {
 void Client::note_session(const Conn& c) {
   const long long negotiated = c.negotiated_timeout().count();
   if (negotiated <= 0) return;
+  // The first grant sets S even above what we asked for (the server's minSessionTimeout):
+  // its sessions cannot expire sooner, nor a crashed holder's session later. A later session
+  // can only lower it: the hold's expiry estimate must never be later than the server's.
   long long cur = session_ms_.load();
-  while (negotiated < cur && !session_ms_.compare_exchange_weak(cur, negotiated)) {
+  while ((cur == 0 || negotiated < cur) && !session_ms_.compare_exchange_weak(cur, negotiated)) {
   }
 }
 

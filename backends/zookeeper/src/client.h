@@ -30,9 +30,12 @@ class Client {
   // it to be connected. Throws Error(unavailable).
   std::shared_ptr<Conn> conn();
 
-  // S: the smallest session timeout any of our sessions negotiated.
+  // S: the session timeout the server granted, which may be above or below the one asked
+  // for (it clamps it to its [min,max]SessionTimeout); the smallest any of our sessions was
+  // granted. Known once the constructor has returned (it waits for the first session).
   std::chrono::milliseconds session_timeout() const noexcept {
-    return std::chrono::milliseconds(session_ms_.load());
+    const long long granted = session_ms_.load();
+    return granted > 0 ? std::chrono::milliseconds(granted) : options_.session_timeout;
   }
   // The server cannot expire a session before (send time of an answered request) + S;
   // our estimate stays this much earlier (1% + 2 ms, as backends/redis allows for drift).
@@ -55,7 +58,7 @@ class Client {
   std::mutex mu_;  // serializes opening sessions
   std::shared_ptr<Conn> current_;
   std::uint64_t generation_ = 0;
-  std::atomic<long long> session_ms_;
+  std::atomic<long long> session_ms_{0};  // 0: no session granted yet
 };
 
 }  // namespace dlock::zookeeper

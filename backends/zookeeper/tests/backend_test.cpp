@@ -99,6 +99,18 @@ TEST(ZkBackend, AnUncontendedAcquireListsNoChildren) {
   EXPECT_TRUE(lock_nodes(zh.get(), prefix).empty());
 }
 
+TEST(ZkBackend, SIsTheNegotiatedTimeoutAlsoWhenTheServerRaisesIt) {
+  // The server clamps the session timeout asked for to its [min,max]SessionTimeout (the test
+  // server's minimum is 1 s); S, and every bound derived from it, is what it granted.
+  const auto granted = std::chrono::milliseconds(granted_timeout_ms(100));
+  ASSERT_GT(granted, 100ms) << "the test server no longer raises a 100ms session timeout";
+  auto p = dlock::open("zk://" + hosts() + "/?prefix=" + fresh_prefix() + "&session_timeout=100ms");
+  const auto& caps = p->capabilities();
+  EXPECT_EQ(caps.default_lease, granted);
+  EXPECT_EQ(caps.lost_signal_bound, granted);
+  EXPECT_EQ(caps.crash_release_bound, granted + granted / 2);
+}
+
 TEST(ZkBackend, TryOnceWhenBusyLeavesNoNode) {
   const auto prefix = fresh_prefix();
   auto a = dlock::open(uri_for(prefix));

@@ -156,6 +156,28 @@ TEST(ZkFaults, AFailedReleaseKeepsTheHoldAndTriesAgain) {
   EXPECT_TRUE(next) << "the name stays blocked";
 }
 
+TEST(ZkFaults, TheLostSignalWaitsForTheSessionTimeoutTheServerGranted) {
+  // Asked for 100 ms, the test server grants 1 s (minSessionTimeout): the server cannot end
+  // the session before ~1 s of silence, so a cut must not fire the lost signal after ~100 ms
+  // (a holder told "lost" ten times too early, and probed ten times too often), and must
+  // fire it within the granted S.
+  const auto granted = std::chrono::milliseconds(granted_timeout_ms(100));
+  ASSERT_GE(granted, 600ms) << "the test server no longer raises a 100ms session timeout";
+  TcpProxy proxy("127.0.0.1", port());
+  auto p = dlock::open("zk://127.0.0.1:" + std::to_string(proxy.port()) + "/?prefix=" + fresh_prefix() +
+                       "&session_timeout=100ms&connect_timeout=2s&command_timeout=500ms");
+  auto l = p->try_lock("n");
+  ASSERT_TRUE(l);
+  proxy.set_mode(TcpProxy::Mode::blackhole);
+  const auto cut = Clock::now();
+  ASSERT_TRUE(eventually([&] { return l->lost_token().stop_requested(); }, granted + 2s));
+  const auto took = Clock::now() - cut;
+  // The last answered probe is at most S/3 before the cut; the signal fires a margin (5%)
+  // before S after it.
+  EXPECT_GE(took, granted / 2) << "lost fired long before the server could end the session";
+  EXPECT_LE(took, granted + 100ms);
+}
+
 TEST(ZkFaults, ReleaseDuringDisconnectLeavesNoOrphan) {
   const auto prefix = fresh_prefix();
   TcpProxy proxy("127.0.0.1", port());

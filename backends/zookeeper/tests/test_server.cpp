@@ -47,6 +47,17 @@ Handle raw(const std::string& digest) {
   return zh;
 }
 
+int granted_timeout_ms(int asked_ms) {
+  Handle zh(zookeeper_init(hosts().c_str(), &quiet, asked_ms, nullptr, nullptr, 0));
+  if (!zh) throw std::runtime_error("zookeeper_init failed");
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+  while (zoo_state(zh.get()) != ZOO_CONNECTED_STATE) {
+    if (std::chrono::steady_clock::now() > deadline) throw std::runtime_error("no session");
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  return zoo_recv_timeout(zh.get());
+}
+
 std::vector<std::string> children(zhandle_t* zh, const std::string& path) {
   String_vector v{};
   std::vector<std::string> out;

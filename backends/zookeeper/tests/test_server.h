@@ -26,6 +26,9 @@ std::string fresh_prefix();
 std::string uri_for(const std::string& prefix, const std::string& extra = "");
 // A connected raw handle (digest credentials "user:pw" if given).
 Handle raw(const std::string& digest = "");
+// The session timeout the test server grants when asked for `asked_ms` (it clamps it to
+// its [min,max]SessionTimeout).
+int granted_timeout_ms(int asked_ms);
 // The children of `path` (empty if it does not exist).
 std::vector<std::string> children(zhandle_t* zh, const std::string& path);
 // Every lock node under /<prefix>/*/.
