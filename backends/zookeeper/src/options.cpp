@@ -21,9 +21,13 @@ bool valid_segment(std::string_view s) {
   return true;
 }
 
-std::string host_port(const HostPort& hp) {
+// One entry of the C client's connect string. It splits an entry at its last ':' and
+// resolves the rest with getaddrinfo, which does not know "[::1]": an IPv6 literal goes in
+// bare ("::1:2181"). `bracketed` keeps the brackets, for messages.
+std::string host_port(const HostPort& hp, bool bracketed) {
   const bool v6 = hp.host.find(':') != std::string::npos;
-  return (v6 ? "[" + hp.host + "]" : hp.host) + ":" + std::to_string(hp.port ? hp.port : 2181);
+  const std::string host = v6 && bracketed ? "[" + hp.host + "]" : hp.host;
+  return host + ":" + std::to_string(hp.port ? hp.port : 2181);
 }
 
 }  // namespace
@@ -37,12 +41,16 @@ ZkOptions parse_options(const Uri& uri) {
   }
   ZkOptions o;
   if (uri.hosts.empty() || uri.hosts[0].host.empty()) bad(uri, "zk:// needs at least one host");
+  o.where = "zookeeper ";
   for (const auto& hp : uri.hosts) {
     if (hp.host.empty()) bad(uri, "empty host in the host list");
-    if (!o.hosts.empty()) o.hosts += ',';
-    o.hosts += host_port(hp);
+    if (!o.hosts.empty()) {
+      o.hosts += ',';
+      o.where += ',';
+    }
+    o.hosts += host_port(hp, false);
+    o.where += host_port(hp, true);
   }
-  o.where = "zookeeper " + o.hosts;
 
   o.user = uri.user;
   o.password = uri.password;

@@ -11,7 +11,9 @@
 namespace dlock::zookeeper {
 
 struct ZkOptions {
-  std::string hosts;  // the C client's connect string: "h1:p1,h2:p2" (no chroot in it)
+  // The C client's connect string: "h1:p1,h2:p2,::1:p3" (no chroot in it; IPv6 literals
+  // without brackets: the client splits at the last ':').
+  std::string hosts;
   std::string user;   // digest user; empty: no credentials (nodes get OPEN_ACL_UNSAFE)
   std::optional<std::string> password;
   // An existing node every lock node lives under ("" = the tree's root). Checked at open:
@@ -22,7 +24,7 @@ struct ZkOptions {
   std::chrono::milliseconds session_timeout{10000};  // requested S; the server negotiates
   std::chrono::milliseconds connect_timeout{5000};   // bound on reaching CONNECTED
   std::chrono::milliseconds command_timeout{2000};   // bound on each awaited reply
-  std::string where;  // "zookeeper h1:p1,h2:p2": for messages, never a password
+  std::string where;  // "zookeeper h1:p1,[::1]:p3": for messages, never a password
 
   // chroot + "/" + prefix: the parent of every lock's container node.
   std::string root() const { return chroot + "/" + prefix; }

@@ -3,8 +3,16 @@
 // session expiry fan-out, digest ACLs.
 #include <gtest/gtest.h>
 
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
 #include <atomic>
 #include <chrono>
+#include <optional>
+#include <stdexcept>
 #include <thread>
 #include <vector>
 
@@ -213,6 +221,97 @@ TEST(ZkBackend, ExistingChrootHoldsThePrefix) {
   ASSERT_TRUE(l);
   EXPECT_EQ(children(zh.get(), chroot + "/locks/a").size(), 1u);
   EXPECT_TRUE(l->release());
+}
+
+// Forwards every connection made to [::1]:port() of this object to the test server (which
+// listens on 127.0.0.1 only), until destroyed.
+class Ipv6Forwarder {
+ public:
+  Ipv6Forwarder() {
+    listen_fd_ = ::socket(AF_INET6, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    sockaddr_in6 a{};
+    a.sin6_family = AF_INET6;
+    a.sin6_addr = in6addr_loopback;
+    socklen_t len = sizeof a;
+    if (listen_fd_ < 0 || ::bind(listen_fd_, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0 ||
+        ::listen(listen_fd_, 8) != 0 || ::getsockname(listen_fd_, reinterpret_cast<sockaddr*>(&a), &len) != 0) {
+      throw std::runtime_error("cannot listen on [::1]");
+    }
+    port_ = ntohs(a.sin6_port);
+    acceptor_ = std::thread([this] { run(); });
+  }
+  ~Ipv6Forwarder() {
+    stop_ = true;
+    acceptor_.join();
+    for (auto& t : pumps_) t.join();
+    ::close(listen_fd_);
+  }
+  std::uint16_t port() const { return port_; }
+  int accepted() const { return accepted_; }
+
+ private:
+  void run() {
+    while (!stop_) {
+      pollfd p{listen_fd_, POLLIN, 0};
+      if (::poll(&p, 1, 50) <= 0) continue;
+      const int in = ::accept4(listen_fd_, nullptr, nullptr, SOCK_CLOEXEC);
+      if (in < 0) continue;
+      ++accepted_;
+      const int out = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+      sockaddr_in s{};
+      s.sin_family = AF_INET;
+      s.sin_port = htons(test::port());
+      ::inet_pton(AF_INET, "127.0.0.1", &s.sin_addr);
+      if (out < 0 || ::connect(out, reinterpret_cast<sockaddr*>(&s), sizeof s) != 0) {
+        ::close(in);
+        if (out >= 0) ::close(out);
+        continue;
+      }
+      pumps_.emplace_back([this, in, out] { pump(in, out); });
+    }
+  }
+  void pump(int a, int b) {
+    char buf[16384];
+    while (!stop_) {
+      pollfd p[2] = {{a, POLLIN, 0}, {b, POLLIN, 0}};
+      if (::poll(p, 2, 50) <= 0) continue;
+      bool closed = false;
+      for (int i = 0; i < 2; ++i) {
+        if (!p[i].revents) continue;
+        const ssize_t n = ::recv(p[i].fd, buf, sizeof buf, 0);
+        if (n <= 0 || ::send(p[1 - i].fd, buf, static_cast<std::size_t>(n), MSG_NOSIGNAL) != n) closed = true;
+      }
+      if (closed) break;
+    }
+    ::close(a);
+    ::close(b);
+  }
+
+  int listen_fd_ = -1;
+  std::uint16_t port_ = 0;
+  std::atomic<bool> stop_{false};
+  std::atomic<int> accepted_{0};
+  std::thread acceptor_;
+  std::vector<std::thread> pumps_;  // only the acceptor adds, before the destructor joins it
+};
+
+TEST(ZkBackend, AnIpv6LiteralHostConnects) {
+  // zk://[::1]:port: the C client must be given "::1:port" (it does not resolve "[::1]").
+  Ipv6Forwarder v6;
+  const auto prefix = fresh_prefix();
+  std::optional<Lease> l;
+  try {
+    auto p = dlock::open("zk://[::1]:" + std::to_string(v6.port()) + "/?prefix=" + prefix +
+                         "&session_timeout=1s&connect_timeout=2s");
+    l = p->try_lock("n");
+    ASSERT_TRUE(l);
+    auto zh = raw();
+    EXPECT_EQ(lock_nodes(zh.get(), prefix).size(), 1u) << "the lock node is not on the server";
+    EXPECT_TRUE(l->release());
+  } catch (const Error& e) {
+    ADD_FAILURE() << e.what() << " (connections to [::1]: " << v6.accepted() << ")";
+  }
+  EXPECT_GE(v6.accepted(), 1);
 }
 
 TEST(ZkBackend, ClosedPortIsUnavailableWithinConnectTimeout) {

@@ -42,13 +42,22 @@ TEST(ZkUri, Defaults) {
 TEST(ZkUri, SeveralHostsChrootAndParameters) {
   auto o = parse("zookeeper://h1:2281,h2,[::1]:2283/apps/locks?session_timeout=3s&connect_timeout=250ms"
                  "&command_timeout=1s&prefix=billing");
-  EXPECT_EQ(o.hosts, "h1:2281,h2:2181,[::1]:2283");
+  EXPECT_EQ(o.hosts, "h1:2281,h2:2181,::1:2283");
   EXPECT_EQ(o.chroot, "/apps/locks");
   EXPECT_EQ(o.root(), "/apps/locks/billing");
   EXPECT_EQ(o.session_timeout, std::chrono::seconds(3));
   EXPECT_EQ(o.connect_timeout, std::chrono::milliseconds(250));
   EXPECT_EQ(o.command_timeout, std::chrono::seconds(1));
   EXPECT_EQ(o.where, "zookeeper h1:2281,h2:2181,[::1]:2283");
+}
+
+TEST(ZkUri, Ipv6LiteralsReachTheClientWithoutBrackets) {
+  // The C client splits each host at its last ':' and resolves the rest with getaddrinfo,
+  // which does not know "[::1]": the connect string carries the bare address; messages keep
+  // the brackets, where they make the port readable.
+  auto o = parse("zk://[::1]:12181,[2001:db8::7],10.0.0.1:2182");
+  EXPECT_EQ(o.hosts, "::1:12181,2001:db8::7:2181,10.0.0.1:2182");
+  EXPECT_EQ(o.where, "zookeeper [::1]:12181,[2001:db8::7]:2181,10.0.0.1:2182");
 }
 
 TEST(ZkUri, TrailingSlashOfTheChrootIsIgnored) { EXPECT_EQ(parse("zk://h/a/").chroot, "/a"); }
