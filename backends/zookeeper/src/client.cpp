@@ -11,15 +11,16 @@ Client::Client(ZkOptions options) : options_(std::move(options)) {
   if (!options_.chroot.empty()) {
     auto r = await(c->exists(options_.chroot));
     if (!r) throw translate_error(options_.where, "checking the chroot", options_.chroot, kTimedOut);
-    if (r->rc == ZNONODE) {
-      throw Error(ErrorCode::invalid_argument,
-                  options_.where + ": the chroot " + options_.chroot +
-                      " does not exist (create it, or drop the path from the URI to use /" +
-                      options_.prefix + ")");
-    }
+    if (r->rc == ZNONODE) throw missing_chroot();
     if (r->rc != ZOK) throw translate_error(options_.where, "checking the chroot", options_.chroot, r->rc);
   }
   ensure_node(*c, options_.root(), ZOO_PERSISTENT);
+}
+
+Error Client::missing_chroot() const {
+  return Error(ErrorCode::invalid_argument,
+               options_.where + ": the chroot " + options_.chroot +
+                   " does not exist (create it, or drop the path from the URI to use /" + options_.prefix + ")");
 }
 
 Clock::duration Client::safe_session_span() const noexcept {
@@ -63,6 +64,8 @@ void Client::ensure_node(Conn& c, const std::string& path, int mode) {
   auto r = await(c.create(path, mode));
   if (!r) throw translate_error(options_.where, "creating", path, kTimedOut);
   if (*r == ZOK || *r == ZNODEEXISTS) return;
+  // Only the chroot can be missing above our nodes: it was deleted since the open checked it.
+  if (*r == ZNONODE && !options_.chroot.empty()) throw missing_chroot();
   throw translate_error(options_.where, "creating", path, *r);
 }
 

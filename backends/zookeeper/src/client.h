@@ -13,6 +13,7 @@
 #include <string>
 
 #include "conn.h"
+#include "dlock/error.h"
 #include "options.h"
 
 namespace dlock::zookeeper {
@@ -42,7 +43,7 @@ class Client {
   Clock::duration safe_session_span() const noexcept;
 
   // Makes sure `path` exists as `mode` (ZOO_PERSISTENT or ZOO_CONTAINER) on `conn`.
-  // Throws Error.
+  // Throws Error: invalid_argument when the chroot no longer exists (as at open).
   void ensure_node(Conn& conn, const std::string& path, int mode);
 
   // Waits for `reply` until now + command_timeout; nullopt on timeout.
@@ -53,6 +54,8 @@ class Client {
 
  private:
   void note_session(const Conn& c);
+  // invalid_argument: "the chroot /x does not exist", at open or when deleted later.
+  Error missing_chroot() const;
 
   const ZkOptions options_;
   std::mutex mu_;  // serializes opening sessions

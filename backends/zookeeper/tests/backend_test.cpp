@@ -314,6 +314,26 @@ TEST(ZkBackend, AnIpv6LiteralHostConnects) {
   EXPECT_GE(v6.accepted(), 1);
 }
 
+TEST(ZkBackend, AChrootDeletedAfterOpenIsTheSameClearError) {
+  // The chroot is checked at open; deleted later, the next acquire finds it missing when it
+  // re-creates the prefix node: the same invalid_argument as at open, not an internal error.
+  auto zh = raw();
+  const std::string chroot = "/" + fresh_prefix();
+  ASSERT_EQ(zoo_create(zh.get(), chroot.c_str(), "", 0, &ZOO_OPEN_ACL_UNSAFE, ZOO_PERSISTENT, nullptr, 0), ZOK);
+  auto p = dlock::open("zk://" + hosts() + chroot + "?prefix=locks&session_timeout=1s");
+  ASSERT_EQ(zoo_delete(zh.get(), (chroot + "/locks").c_str(), -1), ZOK);
+  ASSERT_EQ(zoo_delete(zh.get(), chroot.c_str(), -1), ZOK);
+  for (const auto wait : {Wait::try_once(), Wait::for_duration(1s)}) {
+    try {
+      auto l = p->try_lock("a", wait);
+      ADD_FAILURE() << "locked under a deleted chroot";
+    } catch (const Error& e) {
+      EXPECT_EQ(e.code(), ErrorCode::invalid_argument) << e.what();
+      EXPECT_NE(e.message().find("the chroot " + chroot + " does not exist"), std::string::npos) << e.what();
+    }
+  }
+}
+
 TEST(ZkBackend, ClosedPortIsUnavailableWithinConnectTimeout) {
   const auto start = Clock::now();
   std::string msg;
