@@ -4,6 +4,8 @@
 
 #include <zookeeper/zookeeper.h>
 
+#include "names.h"
+
 namespace dlock::zookeeper {
 
 bool is_transport_error(int rc) noexcept {
@@ -12,9 +14,31 @@ bool is_transport_error(int rc) noexcept {
          rc == ZTHROTTLEDOP || rc == ZSYSTEMERROR || rc == ZNOTREADONLY;
 }
 
+std::string printable(std::string_view text) {
+  static constexpr char kHex[] = "0123456789ABCDEF";
+  std::string out;
+  out.reserve(text.size());
+  for (std::size_t i = 0; i < text.size();) {
+    const auto cp = utf8_at(text, i);
+    const std::size_t n = cp ? cp->second : 1;
+    if (cp && zk_path_char(cp->first)) {
+      out.append(text.substr(i, n));
+    } else {
+      for (std::size_t j = i; j < i + n; ++j) {
+        const auto b = static_cast<unsigned char>(text[j]);
+        out += '%';
+        out += kHex[b >> 4];
+        out += kHex[b & 0xf];
+      }
+    }
+    i += n;
+  }
+  return out;
+}
+
 Error translate_error(std::string_view where, std::string_view doing, std::string_view node, int rc) {
   std::string msg = std::string(where) + ": " + std::string(doing);
-  if (!node.empty()) msg += " " + std::string(node);
+  if (!node.empty()) msg += " " + printable(node);
   if (rc == kTimedOut) {
     return Error(ErrorCode::unavailable, msg + ": no answer within command_timeout");
   }

@@ -3,6 +3,7 @@
 // password.
 #pragma once
 
+#include <string>
 #include <string_view>
 
 #include "dlock/error.h"
@@ -11,6 +12,11 @@ namespace dlock::zookeeper {
 
 // The client's own code for "no answer within command_timeout" (not a ZOO_ERRORS value).
 inline constexpr int kTimedOut = -100000;
+
+// `text` for a message: well-formed UTF-8 of the characters a ZooKeeper path may hold
+// (zk_path_char: printable ASCII, and no C1 control, private-use or special character) kept,
+// every other byte written as %XX, so no raw non-printable byte reaches a log or a terminal.
+std::string printable(std::string_view text);
 
 // Translates the failure `rc` of `doing` on `node` ("" if none) against `where`:
 //   connection loss, operation timeout, session expired/moved, invalid state (a dead

@@ -17,6 +17,46 @@ bool hex_digit(char c) { return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f')
 
 }  // namespace
 
+std::optional<std::pair<char32_t, std::size_t>> utf8_at(std::string_view s, std::size_t at) noexcept {
+  const auto byte = [&](std::size_t i) { return static_cast<unsigned char>(s[i]); };
+  const unsigned char b0 = byte(at);
+  if (b0 < 0x80) return std::pair<char32_t, std::size_t>{b0, 1};
+  std::size_t n;
+  char32_t c, min;
+  if ((b0 & 0xe0) == 0xc0) {
+    n = 2, c = b0 & 0x1f, min = 0x80;
+  } else if ((b0 & 0xf0) == 0xe0) {
+    n = 3, c = b0 & 0x0f, min = 0x800;
+  } else if ((b0 & 0xf8) == 0xf0) {
+    n = 4, c = b0 & 0x07, min = 0x10000;
+  } else {
+    return std::nullopt;  // a continuation byte, or 0xf8..0xff
+  }
+  if (s.size() - at < n) return std::nullopt;
+  for (std::size_t i = 1; i < n; ++i) {
+    if ((byte(at + i) & 0xc0) != 0x80) return std::nullopt;
+    c = (c << 6) | (byte(at + i) & 0x3f);
+  }
+  if (c < min || c > 0x10ffff || (c >= 0xd800 && c <= 0xdfff)) return std::nullopt;
+  return std::pair<char32_t, std::size_t>{c, n};
+}
+
+bool zk_path_char(char32_t c) noexcept {
+  return c >= 0x20 && !(c >= 0x7f && c <= 0x9f) && !(c >= 0xd800 && c <= 0xf8ff) && c < 0xfff0;
+}
+
+bool valid_node_name(std::string_view s) noexcept {
+  if (s.empty() || s == "." || s == "..") return false;
+  for (std::size_t i = 0; i < s.size();) {
+    const auto cp = utf8_at(s, i);
+    if (!cp) return false;
+    const char32_t c = cp->first;
+    if (!zk_path_char(c) || c == ' ' || c == '/') return false;
+    i += cp->second;
+  }
+  return true;
+}
+
 std::string encode_name(std::string_view name) {
   return support::percent_encode(name, &kept, support::HexCase::upper);
 }

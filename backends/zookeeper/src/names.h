@@ -19,9 +19,24 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 namespace dlock::zookeeper {
+
+// The code point that starts at s[at] and its length in bytes; nullopt unless a
+// well-formed UTF-8 sequence starts there (no overlong forms, surrogates or values above
+// U+10FFFF, nothing truncated). REQUIRES: at < s.size().
+std::optional<std::pair<char32_t, std::size_t>> utf8_at(std::string_view s, std::size_t at) noexcept;
+
+// True for the characters ZooKeeper takes in a path (PathUtils.validatePath): no C0 or C1
+// control, DEL, U+D800..U+F8FF or U+FFF0 and above (it sees UTF-16, where every character
+// above U+FFFF is a surrogate pair, and it decodes invalid UTF-8 as U+FFFD).
+bool zk_path_char(char32_t c) noexcept;
+
+// True if the server takes `segment` as one node name, and it has no spaces: well-formed
+// UTF-8 of zk_path_char characters other than '/' and ' ', neither empty, "." nor "..".
+bool valid_node_name(std::string_view segment) noexcept;
 
 // Longest accepted name, in bytes (Capabilities::max_name_bytes).
 inline constexpr std::size_t kMaxNameBytes = 1024;

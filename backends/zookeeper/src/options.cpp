@@ -1,25 +1,17 @@
 #include "options.h"
 
 #include "dlock/error.h"
+#include "errors.h"
+#include "names.h"
 
 namespace dlock::zookeeper {
 namespace {
 
+// The URI's own bytes are shown escaped: a refused prefix or chroot may hold any byte.
 [[noreturn]] void bad(const Uri& uri, const std::string& what) {
-  throw Error(ErrorCode::invalid_argument, what + " in " + uri.redacted());
+  throw Error(ErrorCode::invalid_argument, printable(what + " in " + uri.redacted()));
 }
 
-// ZooKeeper rejects empty segments, "." and "..", NUL and a few control ranges in paths
-// (PathUtils.validatePath); we accept the printable subset and refuse the rest up front,
-// so a typo is named here and not as a server error later.
-bool valid_segment(std::string_view s) {
-  if (s.empty() || s == "." || s == "..") return false;
-  for (char ch : s) {
-    const auto c = static_cast<unsigned char>(ch);
-    if (c <= 0x20 || c == 0x7f || c == '/') return false;
-  }
-  return true;
-}
 
 // One entry of the C client's connect string. It splits an entry at its last ':' and
 // resolves the rest with getaddrinfo, which does not know "[::1]": an IPv6 literal goes in
@@ -66,7 +58,7 @@ ZkOptions parse_options(const Uri& uri) {
     while (true) {
       const auto slash = rest.find('/');
       const std::string_view seg = rest.substr(0, slash);
-      if (!valid_segment(seg)) bad(uri, "chroot \"" + std::string(p) + "\" is not a valid ZooKeeper path");
+      if (!valid_node_name(seg)) bad(uri, "chroot \"" + std::string(p) + "\" is not a valid ZooKeeper path");
       if (first && seg == "zookeeper") bad(uri, "chroot must not be under /zookeeper (the server's own tree)");
       first = false;
       if (slash == std::string_view::npos) break;
@@ -82,8 +74,8 @@ ZkOptions parse_options(const Uri& uri) {
                 "(no zookeeper_init_sasl); use digest auth (user:password@), in " + uri.redacted());
   }
   if (auto prefix = params.take_string("prefix")) {
-    if (!valid_segment(*prefix)) {
-      bad(uri, "prefix must be one node name (no '/', not empty, \".\" or \"..\", no spaces or control bytes)");
+    if (!valid_node_name(*prefix)) {
+      bad(uri, "prefix must be one node name (no '/', not empty, \".\" or \"..\", no spaces, control bytes or characters ZooKeeper refuses in a path)");
     }
     if (o.chroot.empty() && *prefix == "zookeeper") bad(uri, "prefix \"zookeeper\" is the server's own tree");
     if (prefix->size() > 256) bad(uri, "prefix is longer than 256 bytes");

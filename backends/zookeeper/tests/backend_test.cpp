@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "dlock/dlock.h"
+#include "errors.h"
 #include "names.h"
 #include "test_server.h"
 #include "testing.h"
@@ -331,6 +332,22 @@ TEST(ZkBackend, AChrootDeletedAfterOpenIsTheSameClearError) {
       EXPECT_EQ(e.code(), ErrorCode::invalid_argument) << e.what();
       EXPECT_NE(e.message().find("the chroot " + chroot + " does not exist"), std::string::npos) << e.what();
     }
+  }
+}
+
+TEST(ZkBackend, TheUriCheckOfNodeNamesAgreesWithTheServer) {
+  // valid_node_name (the prefix and chroot check) refuses what the server refuses, and no
+  // more (beyond spaces, which we refuse on purpose).
+  auto zh = raw();
+  const std::vector<std::string> samples = {"caf\xc3\xa9", "\xe6\x97\xa5", "\xc2\xa0", "\xef\xa4\x80",
+                                            "\xc2\x80", "\xc2\x9f", "\xee\x80\x80", "\xef\xa3\xbf",
+                                            "\xff", "\xc3", "\xef\xbf\xbd", "\xef\xbf\xb0",
+                                            "\xf0\x9f\x98\x80", "\x7f", "\x1b", "~", "%"};
+  for (const auto& sample : samples) {
+    const std::string path = "/" + fresh_prefix() + "-" + sample;
+    const int rc = zoo_create(zh.get(), path.c_str(), "", 0, &ZOO_OPEN_ACL_UNSAFE, ZOO_EPHEMERAL, nullptr, 0);
+    EXPECT_TRUE(rc == ZOK || rc == ZBADARGUMENTS) << rc;
+    EXPECT_EQ(valid_node_name(path.substr(1)), rc == ZOK) << printable(sample) << ": server answered " << rc;
   }
 }
 

@@ -97,6 +97,34 @@ TEST(ZkUri, BadInputIsNamed) {
   }
 }
 
+// Printable ASCII only: what a message may show of bytes from a URI (escaped otherwise).
+bool printable_ascii(const std::string& s) {
+  return std::all_of(s.begin(), s.end(), [](char c) { return c >= 0x20 && c < 0x7f; });
+}
+
+TEST(ZkUri, PrefixAndChrootRefuseWhatTheServerWouldRefuse) {
+  // The server's PathUtils.validatePath reads a path as UTF-8 and refuses C0 and C1
+  // controls, DEL, U+D800..U+F8FF (surrogates: every character above U+FFFF; and the
+  // private use area) and U+FFF0..U+FFFF (U+FFFD: what invalid UTF-8 decodes to). We also
+  // refuse spaces. Refused up front, and never shown raw in the message.
+  const std::vector<std::string> refused = {"%C2%80", "%C2%9F", "%EE%80%80", "%EF%A3%BF", "%FF",
+                                            "%C3",    "%C0%AF", "%ED%A0%80", "%EF%BF%BD", "%EF%BF%B0",
+                                            "%F0%9F%98%80", "%7F", "%1B", "%20"};
+  for (const auto& bytes : refused) {
+    for (const std::string& uri : {"zk://h?prefix=a" + bytes + "b", "zk://h/apps/a" + bytes + "b"}) {
+      std::string msg;
+      EXPECT_EQ(code_of(uri, &msg), ErrorCode::invalid_argument) << uri;
+      EXPECT_TRUE(msg.find("prefix") != std::string::npos || msg.find("chroot") != std::string::npos)
+          << uri << ": " << msg;
+      EXPECT_TRUE(printable_ascii(msg)) << uri << ": raw bytes in " << msg;
+    }
+  }
+  // What the server accepts stays accepted.
+  EXPECT_EQ(parse("zk://h?prefix=caf%C3%A9").prefix, "caf\xc3\xa9");
+  EXPECT_EQ(parse("zk://h/%E6%97%A5%E6%9C%AC?prefix=%C2%A0x").chroot, "/\xe6\x97\xa5\xe6\x9c\xac");
+  EXPECT_EQ(parse("zk://h?prefix=%EF%A4%80").prefix, "\xef\xa4\x80");  // U+F900, just past the refused range
+}
+
 TEST(ZkUri, TlsAndSaslAreRefusedWithTheReason) {
   std::string msg;
   EXPECT_EQ(code_of("zks://u:secret@h:2281", &msg), ErrorCode::unsupported);
