@@ -49,11 +49,18 @@ bool ZkBackend::release(spi::HeldLock& lock) {
   conn->forget_own(zl.path());  // a waiter of this session may take its deletion as a hand-off
   auto r = client_->await(conn->remove(zl.path()));
   if (!r || is_transport_error(*r)) {
-    // The hold stays (the core keeps it, and release() may be called again): still probed,
-    // still marked lost if the session ends, its node deleted in the background only if the
-    // core drops it. Giving it up here would make the next release() answer false at once
-    // while the node may still hold the lock.
-    conn->note_own(zl.path());
+    if (zl.lost()) {
+      // A hold already given up (the core releases it after the lost signal, and nobody
+      // will call again): keep deleting in the background, so a session that survived
+      // does not keep the name blocked for the provider's life.
+      settle();
+      Conn::guaranteed_delete(conn, zl.path());
+    } else {
+      // The hold stays (the core keeps it, and release() may be called again): still
+      // probed, still marked lost if the session ends. Giving it up here would make the
+      // next release() answer false at once while the node may still hold the lock.
+      conn->note_own(zl.path());
+    }
     throw translate_error(conn->where(), "deleting", zl.path(), r ? *r : kTimedOut);
   }
   settle();

@@ -22,8 +22,9 @@ class ZkBackend final : public spi::Backend {
   // sent may have deleted it); false when the session that held it is gone or the node was
   // deleted from outside. Throws Error(unavailable) when the delete is not confirmed within
   // command_timeout: the hold then stays as it was (probed, marked lost if the session
-  // ends) and a later release() sends the delete again. Only a hold the core drops unreleased
-  // has its node deleted in the background (ZkHeldLock's destructor).
+  // ends) and a later release() sends the delete again. A hold already lost (the core's
+  // release after the lost signal), or one the core drops unreleased (ZkHeldLock's
+  // destructor), has its node deleted in the background instead, retried until it is gone.
   bool release(spi::HeldLock& lock) override;
   // One probe (exists on the root) per session, however many holds it carries; the first
   // probe of a hold also puts a watch on its node, so a deletion from outside is seen at once.
