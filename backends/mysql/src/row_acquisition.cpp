@@ -191,7 +191,7 @@ RowAcquisition::~RowAcquisition() {
   }
   if (granted) Shared::discard(std::move(granted));
   if (id == 0) return;  // still connecting: the thread sees `abandoned` and leaves
-  // The KILL needs a connection (a slot, a connect): never on the caller's thread, which
+  // The KILL needs a connection (a slot, a connect): not on the caller's thread, which
   // must return within its wait plus a round trip. A grant that races with it is closed by
   // the waiter thread (it sees `abandoned`).
   try {
@@ -199,7 +199,13 @@ RowAcquisition::~RowAcquisition() {
   } catch (...) {
     // No thread (very rare): the wait ends when a grant arrives (closed then) or the
     // connection is found dead.
+    return;
   }
+  // The round trip: once the KILL has ended the waiter's statement, nothing of this waiter is
+  // left in InnoDB's queue to keep a newcomer out. A server that does not answer gets one
+  // command_timeout; the KILL goes on in the background.
+  std::unique_lock lock(st->mu);
+  st->cv.wait_for(lock, shared_->options.command_timeout, [&] { return st->finished; });
 }
 
 std::chrono::milliseconds RowAcquisition::fallback_poll() const noexcept {
