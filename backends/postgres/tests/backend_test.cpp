@@ -21,20 +21,8 @@ using namespace std::chrono_literals;
 using Clock = std::chrono::steady_clock;
 using test::open_tagged;
 
-long long ms_since(Clock::time_point t) {
-  return std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - t).count();
-}
-
-// Polls `pred` every 5 ms for up to `limit`; returns whether it became true.
-template <class Pred>
-bool eventually(Pred pred, std::chrono::milliseconds limit) {
-  const auto end = Clock::now() + limit;
-  while (Clock::now() < end) {
-    if (pred()) return true;
-    std::this_thread::sleep_for(5ms);
-  }
-  return pred();
-}
+using test::eventually;
+using test::ms_since;
 
 TEST(PgAdvisory, TerminatedHolderSessionFiresLostAtOnce) {
   const auto tag = test::fresh_tag();

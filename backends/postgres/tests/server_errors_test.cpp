@@ -18,6 +18,23 @@ namespace {
 using namespace std::chrono_literals;
 using Clock = std::chrono::steady_clock;
 
+// A TCP socket bound to a free port on 127.0.0.1 (not listening); `port` gets its number.
+// Returns -1 if it cannot.
+int loopback_socket(int& port) {
+  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t len = sizeof addr;
+  if (fd < 0 || ::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0 ||
+      ::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) != 0) {
+    if (fd >= 0) ::close(fd);
+    return -1;
+  }
+  port = ntohs(addr.sin_port);
+  return fd;
+}
+
 // Opens `uri` and takes a lock; returns the error it threw (fails the test if none).
 Error failure_of(const std::string& uri) {
   try {
@@ -74,16 +91,10 @@ TEST(PgErrors, PgHbaRejectIsInvalidArgument) {
 }
 
 TEST(PgErrors, ClosedPortIsUnavailableWithinTheConnectTimeout) {
-  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  socklen_t len = sizeof addr;
-  ::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr);
-  ::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len);
-  ::close(fd);
+  int port = 0;
+  ::close(loopback_socket(port));  // a free port, closed
   const auto start = Clock::now();
-  const Error e = failure_of("postgres://postgres@127.0.0.1:" + std::to_string(ntohs(addr.sin_port)) +
+  const Error e = failure_of("postgres://postgres@127.0.0.1:" + std::to_string(port) +
                              "/postgres?connect_timeout=500ms");
   EXPECT_EQ(e.code(), ErrorCode::unavailable) << e.what();
   EXPECT_LT(std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - start).count(), 1000);
@@ -132,17 +143,13 @@ TEST(PgErrors, MissingSchemaIsInvalidArgumentNamingIt) {
 // A first host that accepts TCP but never answers (a stalled or half-dead server) costs
 // connect_timeout, then the next host is tried, as libpq does: connect_timeout is per host.
 TEST(PgErrors, SilentFirstHostFallsThroughToTheNextWithinConnectTimeout) {
-  const int silent = ::socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  socklen_t len = sizeof addr;
-  ASSERT_EQ(::bind(silent, reinterpret_cast<sockaddr*>(&addr), sizeof addr), 0);
+  int port = 0;
+  const int silent = loopback_socket(port);
+  ASSERT_GE(silent, 0);
   ASSERT_EQ(::listen(silent, 16), 0);  // the kernel completes handshakes; nobody reads
-  ::getsockname(silent, reinterpret_cast<sockaddr*>(&addr), &len);
   const std::string base = test::uri_as("", "connect_timeout=500ms");
   const auto at = base.find('@') + 1;
-  const std::string uri = base.substr(0, at) + "127.0.0.1:" + std::to_string(ntohs(addr.sin_port)) + "," +
+  const std::string uri = base.substr(0, at) + "127.0.0.1:" + std::to_string(port) + "," +
                           base.substr(at);
   const auto start = Clock::now();
   try {

@@ -18,20 +18,8 @@ namespace {
 using namespace std::chrono_literals;
 using Clock = std::chrono::steady_clock;
 
-long long ms_since(Clock::time_point t) {
-  return std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - t).count();
-}
-
-// Polls `pred` every 5 ms for up to `limit`; returns whether it became true.
-template <class Pred>
-bool eventually(Pred pred, std::chrono::milliseconds limit) {
-  const auto end = Clock::now() + limit;
-  while (Clock::now() < end) {
-    if (pred()) return true;
-    std::this_thread::sleep_for(5ms);
-  }
-  return pred();
-}
+using test::eventually;
+using test::ms_since;
 
 // A provider for `tag` whose statements time out after 500 ms; S stays 10 s, so a hold
 // outlives the stops below.
@@ -51,11 +39,13 @@ TEST(PgFaults, WaitersGivingUpOnAStoppedServerReturnWithinTheCommandTimeout) {
   auto r = open_patient(tag);
   auto held = p->try_lock("frz");
   ASSERT_TRUE(held);
+  // Long enough for both waiters to queue on a loaded machine before the server stops.
+  constexpr std::chrono::milliseconds kWait = 3000ms;
   std::atomic<long long> timed_out_took{-1}, cancelled_took{-1};
   std::stop_source stop;
   const auto start = Clock::now();
   std::thread timed([&] {
-    EXPECT_FALSE(q->try_lock("frz", Wait::for_duration(1500ms)));
+    EXPECT_FALSE(q->try_lock("frz", Wait::for_duration(kWait)));
     timed_out_took = ms_since(start);
   });
   std::thread cancelled([&] {
@@ -64,19 +54,30 @@ TEST(PgFaults, WaitersGivingUpOnAStoppedServerReturnWithinTheCommandTimeout) {
     EXPECT_FALSE(r->try_lock("frz", Wait::forever(), o));
     cancelled_took = ms_since(start);
   });
-  ASSERT_TRUE(eventually([&] { return test::advisory_locks_of(tag, /*granted=*/false) == 2; }, 1000ms))
+  struct JoinAtExit {  // also when an ASSERT below returns early (a joinable thread aborts)
+    std::stop_source& stop;
+    std::thread& a;
+    std::thread& b;
+    ~JoinAtExit() {
+      stop.request_stop();
+      if (a.joinable()) a.join();
+      if (b.joinable()) b.join();
+    }
+  } join_at_exit{stop, timed, cancelled};
+  ASSERT_TRUE(eventually([&] { return test::advisory_locks_of(tag, /*granted=*/false) == 2; }, kWait - 500ms))
       << "the waiters did not queue on the server";
   {
     test::StoppedServer stopped;
-    std::this_thread::sleep_for(1500ms - (Clock::now() - start));
+    std::this_thread::sleep_for(kWait - (Clock::now() - start));
     stop.request_stop();
     // Resumed after 8 s at the latest: a waiter still blocked then returns only now.
     EXPECT_TRUE(eventually([&] { return timed_out_took >= 0 && cancelled_took >= 0; }, 8000ms));
   }
   timed.join();
   cancelled.join();
-  EXPECT_LT(timed_out_took.load(), 1500 + 500 + 400) << "the timed-out waiter";
-  EXPECT_LT(cancelled_took.load(), 1500 + 500 + 400) << "the cancelled waiter";
+  const long long bound = (kWait + 500ms + 400ms).count();  // the wait + command_timeout + slack
+  EXPECT_LT(timed_out_took.load(), bound) << "the timed-out waiter";
+  EXPECT_LT(cancelled_took.load(), bound) << "the cancelled waiter";
   EXPECT_TRUE(eventually([&] { return test::advisory_locks_of(tag, /*granted=*/false) == 0; }, 3000ms))
       << "a waiter stayed queued";
   EXPECT_EQ(test::advisory_locks_of(tag, /*granted=*/true), 1) << "only the holder's lock";

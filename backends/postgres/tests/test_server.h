@@ -4,13 +4,31 @@
 
 #include <libpq-fe.h>
 
+#include <chrono>
 #include <memory>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "dlock/provider.h"
 
 namespace dlock::postgres::test {
+
+// Milliseconds since `t` (steady clock).
+inline long long ms_since(std::chrono::steady_clock::time_point t) {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - t).count();
+}
+
+// Polls `pred` every 5 ms for up to `limit`; returns whether it became true.
+template <class Pred>
+bool eventually(Pred pred, std::chrono::milliseconds limit) {
+  const auto end = std::chrono::steady_clock::now() + limit;
+  while (std::chrono::steady_clock::now() < end) {
+    if (pred()) return true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  return pred();
+}
 
 // The server's URI, e.g. postgres://postgres@127.0.0.1:15432/postgres. Throws if unset.
 std::string base_uri();
