@@ -78,6 +78,11 @@ std::optional<Lease> ProviderCore::reenter(const Key& key, LockMode mode, Clock:
 std::optional<Lease> ProviderCore::try_acquire(std::string_view name, LockMode mode, Wait wait,
                                                const AcquireOptions& options) {
   Clock::time_point start = Clock::now();
+  if (!caps_.serves_forked_children && fork_.in_forked_child()) {
+    throw Error(ErrorCode::unsupported,
+                "this provider was opened before fork(): its connections and watchdog stay with the parent "
+                "process; open a new provider in the child (dlock::open)");
+  }
   validate(name, mode, options);
   Clock::time_point deadline = wait.deadline_from(start);
   Key key{std::string(name), options.owner ? *options.owner : thread_owner()};

@@ -32,6 +32,7 @@ FileBackend::FileBackend(FileConfig config)
   caps_.fair = false;
   caps_.fencing = true;
   caps_.push_wakeup = true;
+  caps_.serves_forked_children = true;  // descriptors per process (FdPool), no connection
   caps_.liveness = Liveness::session;
   caps_.max_name_bytes = kMaxNameBytes;
   caps_.default_lease = config_.default_lease;
