@@ -133,7 +133,9 @@ std::optional<Lease> ProviderCore::try_acquire(std::string_view name, LockMode m
     Lock lock(mu_);
     holds_[key] = st;  // replaces a lost or released entry of the same owner
   }
-  scheduler_.watch(st, plan);
+  // A forked child has no watchdog threads (and a parent's thread may have held the
+  // scheduler's mutex at fork time): its holds are not watched.
+  if (!fork_.in_forked_child()) scheduler_.watch(st, plan);
   // A loss the backend reports (session expired, connection dropped) wakes the watchdog,
   // which gives the hold up and releases it on the backend.
   st->on_backend_loss = std::make_unique<std::stop_callback<std::function<void()>>>(

@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include <string>
+#include <thread>
 
 #include "dlock/dlock.h"
 #include "dlock/spi/backend_provider.h"
@@ -91,6 +92,9 @@ TEST(Fork, ChildNeverSendsItsParentsOwnerKeys) {
   auto b = std::make_shared<ScriptedBackend>(30s, Liveness::lease);
   b->serve_forked_children();  // like file://
   auto p = spi::make_provider(b, "scripted://");
+  // Let the provider's threads start and go idle first: one that held a mutex at the fork
+  // would leave it locked in the child.
+  std::this_thread::sleep_for(50ms);
   int fds[2];
   ASSERT_EQ(::pipe(fds), 0);
   int code = in_child([&] {

@@ -152,7 +152,9 @@ StoppedServer::StoppedServer() {
   for (int pid : pids_) {
     while (true) {
       const char state = parent_and_state(pid).second;
-      if (state == 'T' || state == 't' || state == 0) break;
+      // Stopped, gone, or a zombie (a backend that just exited, e.g. the admin() connection
+      // above: the stopped postmaster cannot reap it, and it runs no more).
+      if (state == 'T' || state == 't' || state == 'Z' || state == 'X' || state == 0) break;
       if (std::chrono::steady_clock::now() > end) {
         resume();  // the destructor of a half-made object does not run
         throw std::runtime_error("StoppedServer: a process did not stop");
