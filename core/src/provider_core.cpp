@@ -14,6 +14,13 @@ namespace {
 constexpr std::size_t kMaxOwnerBytes = 256;
 
 [[noreturn]] void invalid(const std::string& what) { throw Error(ErrorCode::invalid_argument, what); }
+
+// A lease or hold limit: 1 ms .. kLongestDuration.
+void check_duration(const char* what, std::chrono::milliseconds d) {
+  if (d.count() <= 0 || d > kLongestDuration) {
+    invalid(std::string(what) + " must be > 0 and at most " + format_duration(kLongestDuration));
+  }
+}
 }  // namespace
 
 ProviderCore::ProviderCore(std::shared_ptr<spi::Backend> backend)
@@ -31,12 +38,8 @@ void ProviderCore::validate(std::string_view name, LockMode mode, const AcquireO
   if (o.owner && (o.owner->empty() || o.owner->size() > kMaxOwnerBytes)) {
     invalid("owner id must be 1.." + std::to_string(kMaxOwnerBytes) + " bytes");
   }
-  if (o.lease && (o.lease->count() <= 0 || *o.lease > kLongestDuration)) {
-    invalid("lease must be > 0 and at most " + format_duration(kLongestDuration));
-  }
-  if (o.max_hold && (o.max_hold->count() <= 0 || *o.max_hold > kLongestDuration)) {
-    invalid("max_hold must be > 0 and at most " + format_duration(kLongestDuration));
-  }
+  if (o.lease) check_duration("lease", *o.lease);
+  if (o.max_hold) check_duration("max_hold", *o.max_hold);
   if (mode == LockMode::shared && !caps_.read_write) {
     throw Error(ErrorCode::unsupported, "this backend has no shared (read) locks");
   }
@@ -202,9 +205,7 @@ void ProviderCore::forget_locked(const HoldState& st) {
 }
 
 void ProviderCore::extend(Hold& hold, milliseconds lease) {
-  if (lease.count() <= 0 || lease > kLongestDuration) {
-    invalid("lease must be > 0 and at most " + format_duration(kLongestDuration));
-  }
+  check_duration("lease", lease);
   auto& st = *hold.state();
   if (!st.in_taking_process()) {
     throw Error(ErrorCode::not_held, "lease of '" + st.lock->name() +
