@@ -1,5 +1,8 @@
 // Contract 4: a holder that dies (SIGKILL, or exit without release) never blocks others for
 // longer than the backend's declared bound.
+#include <signal.h>
+
+#include <sstream>
 #include <thread>
 
 #include "framework/conformance_test.h"
@@ -22,6 +25,14 @@ void record_dead_holder(SafetyChecker& c, const std::string& n, const Taker::Acq
   h.end_ns = died;
   c.record(h);
 }
+
+// A process the test did not start directly (a taker's child): SIGKILLed when this goes.
+struct StrayProcess {
+  pid_t pid = -1;
+  ~StrayProcess() {
+    if (pid > 0) ::kill(pid, SIGKILL);
+  }
+};
 
 }  // namespace
 
@@ -59,6 +70,57 @@ TEST_P(Crash, ExitWithoutReleaseFreesTheLockWithinTheDeclaredBound) {
   auto ours = track(*p, n, Wait::for_duration(bound + tol()));
   ASSERT_TRUE(ours) << "an abandoned lock outlived the declared " << bound.count() << " ms";
   EXPECT_LE(ms_since(start), (bound + tol()).count());
+}
+
+// A service that holds a lock and starts a helper process (system(), posix_spawn: fork +
+// exec, no descriptor closed) must not hand the helper its lock: if the helper inherited the
+// provider's connection (a session lock's socket, a lock file's descriptor), the lock would
+// outlive the holder for as long as the helper runs.
+TEST_P(Crash, SigkillOfAHolderWhoseHelperProcessLivesOnFreesTheLock) {
+  DLOCK_REQUIRE_CLAIM(cross_process);
+  auto p = open();
+  const auto n = name();
+  Taker taker(env().uri());
+  auto theirs = taker.acquire(n, milliseconds(0));
+  ASSERT_TRUE(theirs);
+  std::istringstream spawned(taker.command("spawn", std::chrono::seconds(10)));
+  std::string word, inherited;
+  StrayProcess helper;
+  spawned >> word >> helper.pid >> inherited;
+  ASSERT_EQ(word, "spawned");
+  ASSERT_GT(helper.pid, 0);
+  const auto bound = p->capabilities().crash_release_bound;
+  const auto start = Clock::now();
+  const auto died = taker.kill9();
+  record_dead_holder(checker(), n, *theirs, died);
+  auto ours = track(*p, n, Wait::for_duration(bound + tol()));
+  ASSERT_TRUE(ours) << "the holder's helper process (pid " << helper.pid << ") kept the lock past the declared "
+                    << bound.count() << " ms; it inherited these descriptors: " << inherited;
+  EXPECT_LE(ms_since(start), (bound + tol()).count());
+  std::cout << "[conformance] " << ctx().backend << " lock free " << ms_since(start)
+            << " ms after SIGKILL of a holder whose helper lives on (declared bound " << bound.count() << " ms)\n";
+}
+
+// The same helper inherits nothing of the provider at all (client libraries often open
+// sockets and pipes without O_CLOEXEC): it could keep a session open, or write into it.
+TEST_P(Crash, AHelperProcessOfTheHolderInheritsNoneOfTheProvidersDescriptors) {
+  DLOCK_REQUIRE_CLAIM(cross_process);
+  auto p = open();
+  const auto held = name();
+  const auto busy = name();
+  auto ours = track(*p, busy, Wait::try_once());
+  ASSERT_TRUE(ours);
+  Taker taker(env().uri());
+  ASSERT_TRUE(taker.acquire(held, milliseconds(0)));
+  // A wait too, so that whatever a waiter opens (a waiter connection, a subscription, a
+  // watch) is open when the helper starts.
+  EXPECT_FALSE(taker.acquire(busy, milliseconds(200), milliseconds(0), false));
+  std::istringstream spawned(taker.command("spawn", std::chrono::seconds(10)));
+  std::string word, inherited;
+  StrayProcess helper;
+  spawned >> word >> helper.pid >> inherited;
+  ASSERT_EQ(word, "spawned");
+  EXPECT_EQ(inherited, "-") << "descriptors of the provider a helper process inherited";
 }
 
 TEST_P(Crash, KilledWaiterDoesNotBlockTheLockForLong) {

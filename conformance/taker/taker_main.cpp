@@ -12,12 +12,19 @@
 //        -> n times: lock, read the number in the file, write it + 1, unlock; replies one
 //           "hold <token> <start_ns> <end_ns>" line per hold, then "incremented"
 //   abandon      -> "abandoned", then exits at once without releasing anything
+//   spawn        -> starts `sleep 600` the way a service starts a helper (fork + exec, no
+//                   descriptor closed; stdio on /dev/null) and replies "spawned <pid> <fds>":
+//                   the descriptors the helper inherited that this process did not inherit
+//                   itself ("fd=target,...", or "-")
 //   exit         -> releases everything, replies "bye", exits 0
 // EOF on stdin behaves as exit. A process that is never sent anything holds until killed.
+#include <dirent.h>
+#include <fcntl.h>
 #include <unistd.h>
 
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <fstream>
 #include <iostream>
 #include <optional>
@@ -63,7 +70,45 @@ void write_counter(const std::string& path, long value) {
   out << value << '\n';
 }
 
-int run(dlock::ILockProvider& provider) {
+// This process's descriptors above stdio that an exec would keep (no FD_CLOEXEC), as
+// "fd=target,fd=target" ("-" when none), leaving out those in `known` (the same form).
+std::string inheritable_descriptors(const std::string& known = "") {
+  std::string out;
+  DIR* dir = ::opendir("/proc/self/fd");  // its own descriptor is close-on-exec
+  if (dir == nullptr) return "(/proc/self/fd unreadable)";
+  while (const dirent* entry = ::readdir(dir)) {
+    const int fd = std::atoi(entry->d_name);
+    if (fd <= 2 || fd == ::dirfd(dir)) continue;
+    const int flags = ::fcntl(fd, F_GETFD);
+    if (flags < 0 || (flags & FD_CLOEXEC) != 0) continue;
+    char target[256] = {};
+    const std::string link = std::string("/proc/self/fd/") + entry->d_name;
+    const ssize_t n = ::readlink(link.c_str(), target, sizeof target - 1);
+    const std::string item =
+        std::to_string(fd) + '=' + (n > 0 ? std::string(target, static_cast<std::size_t>(n)) : "?");
+    if (("," + known + ",").find("," + item + ",") != std::string::npos) continue;
+    if (!out.empty()) out += ',';
+    out += item;
+  }
+  ::closedir(dir);
+  return out.empty() ? "-" : out;
+}
+
+// fork + exec of `sleep 600`, as system() or posix_spawn would start it. Returns its pid.
+pid_t spawn_sleeper() {
+  const pid_t pid = ::fork();
+  if (pid == 0) {
+    const int null = ::open("/dev/null", O_RDWR);
+    ::dup2(null, 0);
+    ::dup2(null, 1);
+    ::dup2(null, 2);
+    ::execl("/bin/sleep", "sleep", "600", static_cast<char*>(nullptr));
+    ::_exit(127);
+  }
+  return pid;
+}
+
+int run(dlock::ILockProvider& provider, const std::string& inherited_at_start) {
   std::vector<dlock::Lease> leases;
   std::string line;
   while (std::getline(std::cin, line)) {
@@ -128,6 +173,14 @@ int run(dlock::ILockProvider& provider) {
       } else if (cmd == "abandon") {
         reply("abandoned");
         std::_Exit(0);  // no destructors: nothing is released
+      } else if (cmd == "spawn") {
+        const std::string inherited = inheritable_descriptors(inherited_at_start);
+        const pid_t pid = spawn_sleeper();
+        if (pid < 0) {
+          reply("error internal fork failed");
+          continue;
+        }
+        reply("spawned " + std::to_string(pid) + " " + inherited);
       } else if (cmd == "exit") {
         leases.clear();
         reply("bye");
@@ -152,9 +205,10 @@ int main(int argc, char** argv) {
     return 2;
   }
   try {
+    const std::string inherited_at_start = inheritable_descriptors();
     auto provider = dlock::open(argv[1]);
     reply("ready");
-    return run(*provider);
+    return run(*provider, inherited_at_start);
   } catch (const dlock::Error& e) {
     reply("error " + std::string(dlock::to_string(e.code())) + " " + one_line(e.message()));
     return 1;

@@ -18,6 +18,7 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "dlock/support/close_on_exec.h"
 #include "errors.h"
 #include "socket_fd.h"
 
@@ -116,8 +117,12 @@ std::unique_ptr<Connection> Connection::open(const MysqlOptions& o, ConnClass cl
   const bool by_arrival = o.unix_path.empty() && behind_proxy != nullptr && behind_proxy->load();
   std::vector<SocketId> before;
   if (by_arrival) before = sockets_to(o.port);
+  // Connector/C++ opens its socket without O_CLOEXEC: a helper the user execs would keep the
+  // session (and its row locks) alive. Whatever the connect opened is marked close-on-exec.
+  const std::vector<int> inheritable_before = support::inheritable_descriptors();
   try {
     c->conn_.reset(driver()->connect(opts));
+    support::close_new_descriptors_on_exec(inheritable_before);
     c->stmt_.reset(c->conn_->createStatement());
     // Lease statements wait briefly for a row another client is updating; row mode never
     // waits on a short connection (NOWAIT) and waits in chunks on a long one.

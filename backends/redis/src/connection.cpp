@@ -14,6 +14,7 @@
 #include <hiredis/sds.h>
 
 #include "dlock/error.h"
+#include "dlock/support/close_on_exec.h"
 #include "errors.h"
 
 namespace dlock::redis {
@@ -83,6 +84,8 @@ std::unique_ptr<Connection> Connection::open(const RedisOptions& o) {
     throw e;
   }
   std::unique_ptr<Connection> c(new Connection(ctx, o.where));
+  // hiredis opens its socket without O_CLOEXEC: keep it out of what the user execs.
+  support::set_close_on_exec(ctx->fd);
   if (redisSetTimeout(ctx, to_timeval(o.command_timeout)) != REDIS_OK) {
     c->transport_failed("set timeout");
   }

@@ -5,6 +5,7 @@
 #include <cstring>
 
 #include "dlock/error.h"
+#include "dlock/support/close_on_exec.h"
 #include "errors.h"
 #include "testing.h"
 
@@ -141,8 +142,12 @@ Conn::Conn(const ZkOptions& o, std::uint64_t generation)
       root_(o.root()),
       where_(o.where) {
   const int timeout_ms = static_cast<int>(o.session_timeout.count());
+  // The C client opens its wake-up pipe (here) and its sockets (on each connect, see
+  // global_watcher) without O_CLOEXEC: keep them out of what the user execs.
+  const std::vector<int> inheritable_before = support::inheritable_descriptors();
   errno = 0;
   zh_ = zookeeper_init2(o.hosts.c_str(), &Conn::global_watcher, timeout_ms, nullptr, this, 0, &drop_log);
+  support::close_new_descriptors_on_exec(inheritable_before);
   if (zh_ == nullptr) {
     const int err = errno;
     if (err == EINVAL) {
@@ -396,6 +401,11 @@ void Conn::global_watcher(zhandle_t* zh, int type, int state, const char*, void*
   if (state == ZOO_CONNECTED_STATE) {
     // `zh`, not zh_: the first CONNECTED may arrive before zookeeper_init2 has returned.
     self->negotiated_ms_ = zoo_recv_timeout(zh);
+    sockaddr_storage server{};
+    socklen_t length = sizeof server;
+    if (zookeeper_get_connected_host(zh, reinterpret_cast<sockaddr*>(&server), &length) != nullptr) {
+      support::close_sockets_to_on_exec(reinterpret_cast<sockaddr*>(&server), length);
+    }
     self->register_live(zh);
   }
   self->on_session_state(state);

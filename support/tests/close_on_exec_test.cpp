@@ -1,0 +1,64 @@
+// close_on_exec.h: a library's new descriptors and sockets to a server are marked
+// close-on-exec, and nothing else is.
+#include "dlock/support/close_on_exec.h"
+
+#include <arpa/inet.h>
+#include <fcntl.h>
+#include <gtest/gtest.h>
+#include <netinet/in.h>
+#include <unistd.h>
+
+#include <algorithm>
+
+namespace dlock::support {
+namespace {
+
+bool close_on_exec(int fd) { return (::fcntl(fd, F_GETFD) & FD_CLOEXEC) != 0; }
+
+bool listed(const std::vector<int>& fds, int fd) { return std::find(fds.begin(), fds.end(), fd) != fds.end(); }
+
+TEST(CloseOnExec, NewDescriptorsAreMarkedAndEarlierOnesLeftAlone) {
+  int earlier[2];
+  ASSERT_EQ(::pipe(earlier), 0);
+  const std::vector<int> before = inheritable_descriptors();
+  EXPECT_TRUE(listed(before, earlier[0]));
+  int opened[2];
+  ASSERT_EQ(::pipe(opened), 0);  // what a client library opens without O_CLOEXEC
+  EXPECT_TRUE(listed(inheritable_descriptors(), opened[1]));
+  close_new_descriptors_on_exec(before);
+  EXPECT_TRUE(close_on_exec(opened[0]));
+  EXPECT_TRUE(close_on_exec(opened[1]));
+  EXPECT_FALSE(close_on_exec(earlier[0])) << "a descriptor open before was the caller's, not the library's";
+  EXPECT_FALSE(listed(inheritable_descriptors(), opened[0]));
+  for (int fd : {earlier[0], earlier[1], opened[0], opened[1]}) ::close(fd);
+}
+
+TEST(CloseOnExec, SocketsToTheServerAreMarkedOthersAreNot) {
+  const int listener = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  sockaddr_in server{};
+  server.sin_family = AF_INET;
+  server.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t length = sizeof server;
+  ASSERT_EQ(::bind(listener, reinterpret_cast<sockaddr*>(&server), length), 0);
+  ASSERT_EQ(::listen(listener, 4), 0);
+  ASSERT_EQ(::getsockname(listener, reinterpret_cast<sockaddr*>(&server), &length), 0);
+  const int to_server = ::socket(AF_INET, SOCK_STREAM, 0);
+  ASSERT_EQ(::connect(to_server, reinterpret_cast<sockaddr*>(&server), length), 0);
+  const int accepted = ::accept(listener, nullptr, nullptr);  // its peer is to_server's end
+  ASSERT_GE(accepted, 0);
+  close_sockets_to_on_exec(reinterpret_cast<sockaddr*>(&server), length);
+  EXPECT_TRUE(close_on_exec(to_server));
+  EXPECT_FALSE(close_on_exec(accepted)) << "a socket to another peer was marked";
+  for (int fd : {listener, to_server, accepted}) ::close(fd);
+}
+
+TEST(CloseOnExec, AClosedDescriptorIsAFalseNotACrash) {
+  int fds[2];
+  ASSERT_EQ(::pipe(fds), 0);
+  ::close(fds[0]);
+  ::close(fds[1]);
+  EXPECT_FALSE(set_close_on_exec(fds[0]));
+}
+
+}  // namespace
+}  // namespace dlock::support
