@@ -70,8 +70,15 @@ std::stop_token Lease::lost_token() const noexcept {
 
 void Lease::on_lost(std::function<void()> callback) {
   if (!hold_ || hold_->released()) return;
+  // It runs inside request_stop(), which is noexcept: an exception would end the process.
+  std::function<void()> contained = [callback = std::move(callback)] {
+    try {
+      callback();
+    } catch (...) {  // the signal has fired for everyone else: nothing to hand it to
+    }
+  };
   hold_->callbacks.push_back(std::make_unique<std::stop_callback<std::function<void()>>>(
-      hold_->state()->lock->lost_token(), std::move(callback)));
+      hold_->state()->lock->lost_token(), std::move(contained)));
 }
 
 }  // namespace dlock

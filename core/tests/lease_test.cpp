@@ -2,6 +2,7 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <stdexcept>
 #include <thread>
 
 #include <signal.h>
@@ -155,6 +156,24 @@ TEST_F(LeaseTest, BrokenLockReportsNotHeldAndFiresLost) {
   EXPECT_FALSE(l->release()) << "a stale holder must not release the new holder's lock";
   EXPECT_TRUE(thief->held());
   EXPECT_FALSE(a->try_lock("x")) << "the thief still holds it";
+}
+
+// The callback runs on dlock's thread: an exception it throws must not end the process, nor
+// keep the other callbacks from running.
+TEST_F(LeaseTest, ALostCallbackThatThrowsNeitherAbortsNorStopsTheOthers) {
+  auto l = a->try_lock("x", Wait::try_once(), {.lease = 10s});
+  ASSERT_TRUE(l);
+  std::atomic<int> fired{0};
+  l->on_lost([] { throw std::runtime_error("stop the job"); });
+  l->on_lost([&] { ++fired; });
+  mem::break_lock(space, "x");
+  auto thief = b->try_lock("x");
+  ASSERT_TRUE(thief);
+  EXPECT_THROW(l->extend(10s), Error);  // finds the loss and fires the signal
+  EXPECT_TRUE(l->lost_token().stop_requested());
+  EXPECT_EQ(fired, 1);
+  // Registered after the loss: runs at once, on this thread, and its exception stays in dlock.
+  EXPECT_NO_THROW(l->on_lost([] { throw 42; }));
 }
 
 TEST_F(LeaseTest, BadArgumentsAreInvalidArgument) {

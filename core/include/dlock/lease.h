@@ -79,7 +79,8 @@ class [[nodiscard]] Lease {
 
   // Runs `callback` once when the lost signal fires (at once, on this thread, if it has
   // already fired). The callback runs on dlock's thread: keep it short, never block on dlock
-  // from it. It is unregistered when this Lease is destroyed or released.
+  // from it. An exception it throws is caught and dropped (the other callbacks still run).
+  // It is unregistered when this Lease is destroyed or released.
   void on_lost(std::function<void()> callback);
 
  private:
