@@ -15,17 +15,30 @@ constexpr std::size_t kMaxOwnerBytes = 256;
 
 [[noreturn]] void invalid(const std::string& what) { throw Error(ErrorCode::invalid_argument, what); }
 
-// A lease or hold limit: 1 ms .. kLongestDuration.
+// A hold limit: 1 ms .. kLongestDuration.
 void check_duration(const char* what, std::chrono::milliseconds d) {
   if (d.count() <= 0 || d > kLongestDuration) {
     invalid(std::string(what) + " must be > 0 and at most " + format_duration(kLongestDuration));
   }
 }
+
+// A lease: kShortestLease .. kLongestDuration.
+void check_lease(const std::string& what, std::chrono::milliseconds d) {
+  if (d < kShortestLease || d > kLongestDuration) {
+    invalid(what + " must be at least " + format_duration(kShortestLease) + " and at most " +
+            format_duration(kLongestDuration) + ", got " + std::to_string(d.count()) + "ms");
+  }
+}
+
+const Capabilities& checked(const Capabilities& caps) {
+  check_lease("the default lease (the URI's lease=)", caps.default_lease);
+  return caps;
+}
 }  // namespace
 
 ProviderCore::ProviderCore(std::shared_ptr<spi::Backend> backend)
     : backend_(std::move(backend)),
-      caps_(backend_->capabilities()),
+      caps_(checked(backend_->capabilities())),
       client_id_(random_client_id()),
       scheduler_(backend_) {}
 
@@ -38,7 +51,7 @@ void ProviderCore::validate(std::string_view name, LockMode mode, const AcquireO
   if (o.owner && (o.owner->empty() || o.owner->size() > kMaxOwnerBytes)) {
     invalid("owner id must be 1.." + std::to_string(kMaxOwnerBytes) + " bytes");
   }
-  if (o.lease) check_duration("lease", *o.lease);
+  if (o.lease) check_lease("lease", *o.lease);
   if (o.max_hold) check_duration("max_hold", *o.max_hold);
   if (mode == LockMode::shared && !caps_.read_write) {
     throw Error(ErrorCode::unsupported, "this backend has no shared (read) locks");
@@ -205,7 +218,7 @@ void ProviderCore::forget_locked(const HoldState& st) {
 }
 
 void ProviderCore::extend(Hold& hold, milliseconds lease) {
-  check_duration("lease", lease);
+  check_lease("lease", lease);
   auto& st = *hold.state();
   if (!st.in_taking_process()) {
     throw Error(ErrorCode::not_held, "lease of '" + st.lock->name() +

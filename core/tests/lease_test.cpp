@@ -11,6 +11,7 @@
 
 #include "dlock/backends/mem.h"
 #include "dlock/dlock.h"
+#include "dlock/duration.h"
 
 namespace dlock {
 namespace {
@@ -186,6 +187,28 @@ TEST_F(LeaseTest, BadArgumentsAreInvalidArgument) {
   auto l = a->try_lock("x");
   ASSERT_TRUE(l);
   EXPECT_THROW(l->extend(0ms), Error);
+}
+
+// A lease is renewed every third of it: a lease of a few ms had the watchdog renewing in a
+// loop without pause (100 % of a core while held). Below kShortestLease it is refused, from
+// the options and from the URI.
+TEST_F(LeaseTest, LeasesShorterThanTheShortestAreInvalidArgument) {
+  auto code_of = [](auto&& f) {
+    try {
+      f();
+    } catch (const Error& e) {
+      return e.code();
+    }
+    return ErrorCode::internal;
+  };
+  EXPECT_EQ(code_of([&] { (void)a->try_lock("x", Wait::try_once(), {.lease = kShortestLease - 1ms}); }),
+            ErrorCode::invalid_argument);
+  EXPECT_TRUE(a->try_lock("x", Wait::try_once(), {.lease = kShortestLease}));
+  auto l = a->try_lock("x");
+  ASSERT_TRUE(l);
+  EXPECT_EQ(code_of([&] { l->extend(2ms); }), ErrorCode::invalid_argument);
+  EXPECT_EQ(code_of([&] { (void)open("mem://" + space + "?lease=2ms"); }), ErrorCode::invalid_argument);
+  EXPECT_EQ(code_of([&] { (void)open("file:///tmp/dlock-shortest-lease?lease=1ms"); }), ErrorCode::invalid_argument);
 }
 
 TEST_F(LeaseTest, NamesAreBytesCaseSensitiveAndDistinct) {
