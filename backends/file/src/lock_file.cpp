@@ -57,7 +57,7 @@ LockFd open_lock_file(const std::string& dir, const std::string& path, bool dura
     struct stat st {};
     if (::fstat(fd.get(), &st) != 0) throw sys_error("fstat", path, errno);
     if (!S_ISREG(st.st_mode)) {
-      throw Error(ErrorCode::unavailable, "file://: " + path + " is not a regular file");
+      throw Error(ErrorCode::invalid_argument, "file://: " + path + " is not a regular file");
     }
     return LockFd{std::move(fd), st.st_dev, st.st_ino};
   }

@@ -1,6 +1,7 @@
 // file:// through dlock::open in one process: URIs, exclusion between providers and owners,
 // shared/exclusive, writer preference, waiters leaving nothing behind, fencing.
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <gtest/gtest.h>
 
@@ -12,6 +13,7 @@
 #include <vector>
 
 #include "dlock/dlock.h"
+#include "name_codec.h"
 #include "temp_dir.h"
 #include "test_util.h"
 
@@ -316,6 +318,27 @@ TEST_F(FileProvider, HostileNamesStayInsideTheDirectory) {
   } catch (const Error& e) {
     EXPECT_EQ(e.code(), ErrorCode::invalid_argument);
   }
+}
+
+// What no retry can fix is invalid_argument, at once: before, every errno was unavailable,
+// which the core retries until the deadline, so lock() waited forever on a planted symlink.
+TEST_F(FileProvider, ALockPathNoRetryCanUseIsInvalidArgumentAtOnce) {
+  auto p = open_provider();
+  const std::string planted = dir_.path() + "/" + lock_file_name("planted");
+  ASSERT_EQ(::symlink("/tmp/dlock-nowhere", planted.c_str()), 0);
+  ASSERT_EQ(::mkdir((dir_.path() + "/" + lock_file_name("a-directory")).c_str(), 0700), 0);
+  for (const char* name : {"planted", "a-directory"}) {
+    const auto start = std::chrono::steady_clock::now();
+    try {
+      (void)p->try_lock(name, Wait::for_duration(5s));
+      ADD_FAILURE() << name << ": granted";
+    } catch (const Error& e) {
+      EXPECT_EQ(e.code(), ErrorCode::invalid_argument) << e.what();
+      EXPECT_NE(e.message().find(lock_file_name(name)), std::string::npos) << e.what();
+    }
+    EXPECT_LT(std::chrono::steady_clock::now() - start, 1s) << name << ": retried as if it could pass";
+  }
+  EXPECT_FALSE(std::filesystem::exists("/tmp/dlock-nowhere")) << "the symlink was followed";
 }
 
 }  // namespace
