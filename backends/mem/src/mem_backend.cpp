@@ -96,7 +96,11 @@ class MemAcquisition final : public spi::Acquisition {
   MemAcquisition(MemBackend& backend, const spi::AttemptRequest& request, std::function<void()> wake)
       : backend_(backend), request_(request), wake_(std::move(wake)) {}
   ~MemAcquisition() override {
-    if (!granted_ && request_.will_wait) backend_.abandon(request_, waker_);
+    if (!granted_ && request_.will_wait) {
+      backend_.abandon(request_, waker_);
+    } else if (waker_) {
+      backend_.remove_waker(request_.name, *waker_);  // a waiter that was granted
+    }
   }
 
   spi::Attempt attempt() override {
@@ -129,6 +133,12 @@ std::uint64_t MemBackend::add_waker(std::string_view name, std::function<void()>
   std::uint64_t id = space_->next_waker++;
   space_->entries[std::string(name)].wakers.emplace(id, std::move(wake));
   return id;
+}
+
+void MemBackend::remove_waker(std::string_view name, std::uint64_t waker) noexcept {
+  std::lock_guard lock(space_->mu);
+  auto it = space_->entries.find(std::string(name));
+  if (it != space_->entries.end()) it->second.wakers.erase(waker);
 }
 
 void MemBackend::abandon(const spi::AttemptRequest& r, std::optional<std::uint64_t> waker) noexcept {

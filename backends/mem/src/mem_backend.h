@@ -26,6 +26,8 @@ class MemBackend final : public spi::Backend {
   spi::Attempt attempt(const spi::AttemptRequest& request);
   // Registers `wake` for releases of the name; returns its id in Entry::wakers.
   std::uint64_t add_waker(std::string_view name, std::function<void()> wake);
+  // Unregisters a waker (a waiter's that was granted).
+  void remove_waker(std::string_view name, std::uint64_t waker) noexcept;
   // Removes what a given-up waiter left: its waker, its writer-preference or queue entry.
   void abandon(const spi::AttemptRequest& request, std::optional<std::uint64_t> waker) noexcept;
 

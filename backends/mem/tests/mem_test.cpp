@@ -5,6 +5,7 @@
 
 #include "dlock/backends/mem.h"
 #include "dlock/dlock.h"
+#include "mem_space.h"
 
 namespace dlock {
 namespace {
@@ -77,6 +78,26 @@ TEST(MemWaiters, FairWaiterThatGaveUpLeavesTheQueue) {
   second.join();
   ASSERT_TRUE(got);
   EXPECT_LT(std::chrono::steady_clock::now() - released, 500ms) << "a gone waiter held up the queue";
+}
+
+// A waiter that waited and was granted unregisters its wake-up too: they piled up, one per
+// contended acquire, and every later release called them all.
+TEST(MemWaiters, AGrantedWaiterLeavesNoWakeUpBehind) {
+  auto p = dlock::open("mem://mem-test-wakers");
+  auto wakers = [] {
+    auto s = mem::space("mem-test-wakers");
+    std::lock_guard lock(s->mu);
+    return s->entries["hot"].wakers.size();
+  };
+  for (int i = 0; i < 20; ++i) {
+    auto held = p->lock("hot");
+    const auto before = wakers();
+    std::thread waiter([&] { EXPECT_TRUE(p->try_lock("hot", Wait::for_duration(5s), {.owner = std::string("w")})); });
+    while (wakers() == before) std::this_thread::yield();  // until the waiter waits
+    held.release();
+    waiter.join();
+  }
+  EXPECT_EQ(wakers(), 0u);
 }
 
 }  // namespace
