@@ -4,6 +4,9 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <cmath>
+#include <future>
+#include <limits>
 #include <shared_mutex>
 #include <thread>
 #include <vector>
@@ -144,6 +147,87 @@ TEST(Mutex, LostTokenFiresWhenMaxHoldIsReached) {
   while (!lost.stop_requested() && std::chrono::steady_clock::now() < deadline) std::this_thread::sleep_for(10ms);
   EXPECT_TRUE(lost.stop_requested());
   m.unlock();  // never throws, even though the lock was lost
+}
+
+// A deadline is converted to a Wait through "time left now": with extreme values (min(),
+// max(), coarse units, infinities) that subtraction or cast overflows and wraps, so a past
+// deadline became a wait forever and a far-future one a single attempt.
+template <class Clock, class Duration>
+void expect_try_once(const std::chrono::time_point<Clock, Duration>& t, const char* what) {
+  const auto start = Wait::Clock::now();
+  EXPECT_LE(detail::wait_until(t).deadline_from(start), start) << what << ": a past deadline must mean one attempt";
+}
+template <class Clock, class Duration>
+void expect_forever(const std::chrono::time_point<Clock, Duration>& t, const char* what) {
+  const auto start = Wait::Clock::now();
+  EXPECT_EQ(detail::wait_until(t).deadline_from(start), Wait::Clock::time_point::max())
+      << what << ": a far-future deadline must mean forever";
+}
+
+TEST(Mutex, ExtremeDeadlinesSaturateInsteadOfWrapping) {
+  using namespace std::chrono;
+  constexpr double inf = std::numeric_limits<double>::infinity();
+  using SysMs = time_point<system_clock, milliseconds>;
+  using SysHours = time_point<system_clock, hours>;
+  using SysSeconds = time_point<system_clock, duration<double>>;
+  using SteadyMs = time_point<steady_clock, milliseconds>;
+  using SteadyHours = time_point<steady_clock, hours>;
+  using SteadySeconds = time_point<steady_clock, duration<double>>;
+
+  expect_try_once(system_clock::time_point::min(), "system_clock min");
+  expect_try_once(SysMs::min(), "system_clock/ms min");
+  expect_try_once(SysHours::min(), "system_clock/hours min");
+  expect_try_once(SysSeconds(duration<double>(-inf)), "system_clock/double -inf");
+  expect_try_once(SysSeconds(duration<double>(std::nan(""))), "system_clock/double NaN");
+  expect_try_once(system_clock::now() - 1s, "system_clock now - 1s");
+  expect_try_once(file_clock::time_point::min(), "file_clock min");
+  expect_try_once(steady_clock::time_point::min(), "steady_clock min");
+  expect_try_once(SteadyMs::min(), "steady_clock/ms min");
+  expect_try_once(SteadyHours::min(), "steady_clock/hours min");
+  expect_try_once(SteadySeconds(duration<double>(-inf)), "steady_clock/double -inf");
+
+  expect_forever(system_clock::time_point::max(), "system_clock max");
+  expect_forever(SysMs::max(), "system_clock/ms max");
+  expect_forever(SysHours::max(), "system_clock/hours max");
+  expect_forever(SysSeconds(duration<double>(inf)), "system_clock/double +inf");
+  expect_forever(file_clock::time_point::max(), "file_clock max");
+  expect_forever(steady_clock::time_point::max(), "steady_clock max");
+  expect_forever(SteadyMs::max(), "steady_clock/ms max");
+  expect_forever(SteadyHours::max(), "steady_clock/hours max");
+  expect_forever(SteadySeconds(duration<double>(inf)), "steady_clock/double +inf");
+
+  // Ordinary deadlines stay deadlines.
+  const auto start = Wait::Clock::now();
+  EXPECT_EQ(detail::wait_until(start + 1h).deadline_from(start), start + 1h);
+  const auto steady_ms = ceil<milliseconds>(start + 1h);
+  EXPECT_EQ(detail::wait_until(steady_ms).deadline_from(start), steady_ms);
+  const auto sys = detail::wait_until(system_clock::now() + 1h).deadline_from(start);
+  EXPECT_GT(sys, start + 59min);
+  EXPECT_LE(sys, Wait::Clock::now() + 1h);
+
+  // Durations, the same way.
+  EXPECT_LE(detail::wait_for(hours::min()).deadline_from(start), start);
+  EXPECT_LE(detail::wait_for(duration<double>(-inf)).deadline_from(start), start);
+  EXPECT_LE(detail::wait_for(duration<double>(std::nan(""))).deadline_from(start), start);
+  EXPECT_LE(detail::wait_for(-1ns).deadline_from(start), start);
+  EXPECT_TRUE(detail::wait_for(hours::max()).is_forever());
+  EXPECT_TRUE(detail::wait_for(nanoseconds::max()).is_forever());
+  EXPECT_TRUE(detail::wait_for(duration<double>(inf)).is_forever());
+  EXPECT_EQ(detail::wait_for(100ms).deadline_from(start), start + 100ms);
+}
+
+TEST(Mutex, TryLockUntilThePastOfAnotherClockIsOneAttempt) {
+  auto p = provider("mutex-until-min");
+  auto held = p->lock("job");  // someone else holds it
+  std::stop_source give_up;     // ends a wrongly infinite wait so the test cannot hang
+  Mutex m(p, "job", {.cancel = give_up.get_token()});
+  auto attempt = std::async(std::launch::async, [&] {
+    return m.try_lock_until(std::chrono::system_clock::time_point::min());
+  });
+  const bool returned = attempt.wait_for(3s) == std::future_status::ready;
+  give_up.request_stop();
+  EXPECT_TRUE(returned) << "try_lock_until(system_clock::time_point::min()) was still waiting after 3s";
+  EXPECT_FALSE(attempt.get());
 }
 
 TEST(SharedMutex, ReadersShareWritersExclude) {

@@ -20,6 +20,7 @@
 #include <stop_token>
 #include <string>
 #include <thread>
+#include <type_traits>
 
 #include "dlock/lease.h"
 #include "dlock/options.h"
@@ -29,23 +30,35 @@
 namespace dlock {
 
 namespace detail {
-// A std duration as a Wait: zero or negative means try once; beyond ~30 years, forever
-// (so duration::max() never overflows the steady clock).
+// Waits longer than this (~30 years) are waits forever, so max() never overflows the clock.
+inline constexpr std::chrono::duration<long double> longest_wait = std::chrono::hours(24 * 365 * 30);
+
+// A std duration as a Wait: zero, negative or NaN means try once; beyond longest_wait
+// (max(), infinity), forever. Compared in long double before any conversion, so no
+// representation or unit can overflow and wrap (hours::max() in nanoseconds would).
 template <class Rep, class Period>
 Wait wait_for(const std::chrono::duration<Rep, Period>& d) {
-  using Steady = std::chrono::steady_clock;
-  if (std::chrono::duration<double>(d) > std::chrono::duration<double>(std::chrono::hours(24 * 365 * 30))) {
-    return Wait::forever();
-  }
-  return Wait::for_duration(std::chrono::ceil<Steady::duration>(d));
+  const std::chrono::duration<long double> left(d);
+  if (!(left > left.zero())) return Wait::try_once();
+  if (left > longest_wait) return Wait::forever();
+  return Wait::for_duration(std::chrono::ceil<Wait::Clock::duration>(d));  // in range: exact
 }
-// A deadline on any clock as a Wait (other clocks are converted through "time left now").
+// A deadline on any clock and unit as a Wait, saturating as wait_for: the time left is
+// computed in long double (t - Clock::now() in the clock's own type overflows for min(),
+// max() and coarse units), so a past deadline is one attempt and a deadline beyond
+// longest_wait is forever. A steady_clock deadline in range is kept exactly; other clocks
+// are converted through "time left now".
 template <class Clock, class Duration>
 Wait wait_until(const std::chrono::time_point<Clock, Duration>& t) {
-  if constexpr (std::is_same_v<Clock, std::chrono::steady_clock>) {
-    return Wait::until(std::chrono::time_point_cast<std::chrono::steady_clock::duration>(t));
+  const auto now = Clock::now();
+  const std::chrono::duration<long double> left = std::chrono::duration<long double>(t.time_since_epoch()) -
+                                                  std::chrono::duration<long double>(now.time_since_epoch());
+  if (!(left > left.zero())) return Wait::try_once();
+  if (left > longest_wait) return Wait::forever();
+  if constexpr (std::is_same_v<Clock, Wait::Clock>) {
+    return Wait::until(std::chrono::ceil<Wait::Clock::duration>(t));  // near now: cannot overflow
   } else {
-    return wait_for(t - Clock::now());
+    return wait_for(left);
   }
 }
 }  // namespace detail
@@ -73,12 +86,14 @@ class Mutex {
   void lock();
   // One attempt, no waiting. True if locked.
   [[nodiscard]] bool try_lock();
-  // Waits at most `d` (zero or negative: one attempt). True if locked.
+  // Waits at most `d` (zero or negative: one attempt; beyond ~30 years, max(): forever).
+  // True if locked.
   template <class Rep, class Period>
   [[nodiscard]] bool try_lock_for(const std::chrono::duration<Rep, Period>& d) {
     return acquire(detail::wait_for(d));
   }
-  // Waits until `t` (a past deadline: one attempt). True if locked.
+  // Waits until `t`, on any clock (a past deadline, min(): one attempt; one beyond ~30
+  // years, max(): forever). True if locked.
   template <class Clock, class Duration>
   [[nodiscard]] bool try_lock_until(const std::chrono::time_point<Clock, Duration>& t) {
     return acquire(detail::wait_until(t));
