@@ -1,5 +1,7 @@
 #include "dlock/adapters/mutex.h"
 
+#include <atomic>
+
 #include "dlock/error.h"
 
 namespace dlock {
@@ -11,6 +13,17 @@ void check_arguments(const std::shared_ptr<ILockProvider>& provider, const Acqui
     throw Error(ErrorCode::invalid_argument,
                 "dlock::Mutex takes no explicit owner: the locking thread is the owner");
   }
+}
+
+// The calling thread's identity for holder bookkeeping: drawn once per thread from a
+// process-wide counter, so it is never reused within the process. std::thread::id is: glibc
+// gives an exited thread's id to the next thread, which would then be taken for the holder
+// of what the exited thread left locked. Never 0. (The core numbers its default owners the
+// same way in core/src/owner.cpp, but does not export it.)
+std::uint64_t this_thread_number() noexcept {
+  static std::atomic<std::uint64_t> next{1};
+  thread_local const std::uint64_t number = next.fetch_add(1, std::memory_order_relaxed);
+  return number;
 }
 
 // Releases best effort: a hold that cannot be released ends by itself.
@@ -41,7 +54,7 @@ bool Mutex::try_lock() { return acquire(Wait::try_once()); }
 bool Mutex::acquire(Wait wait) {
   {
     std::lock_guard guard(mu_);
-    if (lease_ && holder_ == std::this_thread::get_id()) {
+    if (lease_ && holder_ == this_thread_number()) {
       throw Error(ErrorCode::would_deadlock, "dlock::Mutex '" + name_ + "' is already held by this thread");
     }
   }
@@ -50,7 +63,7 @@ bool Mutex::acquire(Wait wait) {
   if (!lease) return false;
   std::lock_guard guard(mu_);
   lease_ = std::move(lease);
-  holder_ = std::this_thread::get_id();
+  holder_ = this_thread_number();
   return true;
 }
 
@@ -59,7 +72,7 @@ void Mutex::unlock() noexcept {
   {
     std::lock_guard guard(mu_);
     lease.swap(lease_);
-    holder_ = {};
+    holder_ = 0;
   }
   // Released after lease_ is cleared, so the next holder never finds a stale lease_ here.
   if (lease) release_quietly(*lease);
@@ -79,7 +92,7 @@ SharedMutex::SharedMutex(std::shared_ptr<ILockProvider> provider, std::string na
     : exclusive_(std::move(provider), std::move(name), std::move(options)) {}
 
 SharedMutex::~SharedMutex() {
-  std::map<std::thread::id, Lease> shared;
+  std::map<std::uint64_t, Lease> shared;
   {
     std::lock_guard guard(mu_);
     shared.swap(shared_);
@@ -96,7 +109,7 @@ void SharedMutex::lock_shared() {
 bool SharedMutex::try_lock_shared() { return acquire_shared(Wait::try_once()); }
 
 bool SharedMutex::acquire_shared(Wait wait) {
-  const auto self = std::this_thread::get_id();
+  const std::uint64_t self = this_thread_number();
   {
     std::lock_guard guard(mu_);
     if (shared_.contains(self)) {
@@ -116,7 +129,7 @@ void SharedMutex::unlock_shared() noexcept {
   std::optional<Lease> lease;
   {
     std::lock_guard guard(mu_);
-    auto it = shared_.find(std::this_thread::get_id());
+    auto it = shared_.find(this_thread_number());
     if (it == shared_.end()) return;
     lease = std::move(it->second);
     shared_.erase(it);
@@ -127,7 +140,7 @@ void SharedMutex::unlock_shared() noexcept {
 std::uint64_t SharedMutex::fencing_token() const {
   if (std::uint64_t t = exclusive_.fencing_token(); t != 0) return t;
   std::lock_guard guard(mu_);
-  auto it = shared_.find(std::this_thread::get_id());
+  auto it = shared_.find(this_thread_number());
   return it == shared_.end() ? 0 : it->second.fencing_token();
 }
 

@@ -8,6 +8,7 @@
 #include <future>
 #include <limits>
 #include <shared_mutex>
+#include <string>
 #include <thread>
 #include <vector>
 
@@ -228,6 +229,70 @@ TEST(Mutex, TryLockUntilThePastOfAnotherClockIsOneAttempt) {
   give_up.request_stop();
   EXPECT_TRUE(returned) << "try_lock_until(system_clock::time_point::min()) was still waiting after 3s";
   EXPECT_FALSE(attempt.get());
+}
+
+// glibc gives an exited thread's std::thread::id to a later thread. Runs `body` on new
+// threads until one gets `id` (bounded); false if none did.
+template <class Body>
+bool run_on_a_thread_reusing(std::thread::id id, Body body) {
+  for (int i = 0; i < 200; ++i) {
+    bool reused = false;
+    std::thread([&] {
+      reused = std::this_thread::get_id() == id;
+      if (reused) body();
+    }).join();
+    if (reused) return true;
+  }
+  return false;
+}
+
+TEST(Mutex, ANewThreadWithAReusedThreadIdIsNotTheHolder) {
+  Mutex m(provider("mutex-id-reuse"), "job");
+  std::thread::id locker;
+  std::thread([&] {
+    locker = std::this_thread::get_id();
+    m.lock();  // left locked: unlock() may come from any thread
+  }).join();
+  bool got = false;
+  bool threw = false;
+  std::string what;
+  const bool reused = run_on_a_thread_reusing(locker, [&] {
+    try {
+      got = m.try_lock();
+    } catch (const Error& e) {
+      threw = true;
+      what = e.what();
+    }
+  });
+  m.unlock();
+  if (!reused) GTEST_SKIP() << "no thread reused the exited thread's id";
+  EXPECT_FALSE(threw) << "a thread that never locked it was taken for the holder: " << what;
+  EXPECT_FALSE(got) << "granted while another owner holds it";
+}
+
+TEST(SharedMutex, ANewThreadWithAReusedThreadIdHasNoSharedHold) {
+  SharedMutex m(provider("shared-id-reuse"), "table");
+  std::thread::id reader;
+  std::thread([&] {
+    reader = std::this_thread::get_id();
+    m.lock_shared();  // never unlocked: the hold stays until the SharedMutex is destroyed
+  }).join();
+  bool got = false;
+  bool threw = false;
+  std::string what;
+  const bool reused = run_on_a_thread_reusing(reader, [&] {
+    try {
+      got = m.try_lock_shared();
+      if (got) m.unlock_shared();  // its own hold, not the exited thread's
+    } catch (const Error& e) {
+      threw = true;
+      what = e.what();
+    }
+  });
+  if (!reused) GTEST_SKIP() << "no thread reused the exited thread's id";
+  EXPECT_FALSE(threw) << "a thread that never read was taken for the reader: " << what;
+  EXPECT_TRUE(got);
+  EXPECT_FALSE(m.try_lock()) << "the exited thread's shared hold was released by another thread";
 }
 
 TEST(SharedMutex, ReadersShareWritersExclude) {

@@ -19,7 +19,6 @@
 #include <optional>
 #include <stop_token>
 #include <string>
-#include <thread>
 #include <type_traits>
 
 #include "dlock/lease.h"
@@ -68,7 +67,9 @@ Wait wait_until(const std::chrono::time_point<Clock, Duration>& t) {
 // thread that holds it throws Error(would_deadlock) instead of deadlocking. unlock() may be
 // called from any thread (the hold is released for whoever locked it). Two Mutex objects of
 // one name exclude each other across threads; locked by one thread, the second is a
-// re-entry of the first (granted at once where the provider is reentrant).
+// re-entry of the first (granted at once where the provider is reentrant). "This thread" is
+// never a later thread that inherited an exited locker's std::thread::id: that one is
+// another owner (try_lock() false, not would_deadlock).
 // Every acquire throws what ILockProvider::acquire throws (invalid_argument, unavailable, …).
 class Mutex {
  public:
@@ -120,7 +121,9 @@ class Mutex {
   AcquireOptions options_;
   mutable std::mutex mu_;      // guards lease_ and holder_, never held while waiting
   std::optional<Lease> lease_;
-  std::thread::id holder_;
+  // The locking thread, by a per-process counter (never std::thread::id, which a later
+  // thread inherits once the locker exits); 0 when unlocked.
+  std::uint64_t holder_ = 0;
 };
 
 // A read-write distributed lock on `name`: exclusive holds as Mutex, plus shared holds for
@@ -175,7 +178,7 @@ class SharedMutex {
 
   Mutex exclusive_;
   mutable std::mutex mu_;  // guards shared_
-  std::map<std::thread::id, Lease> shared_;
+  std::map<std::uint64_t, Lease> shared_;  // by reading thread, numbered as Mutex::holder_
 };
 
 }  // namespace dlock
