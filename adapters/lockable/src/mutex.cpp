@@ -41,7 +41,17 @@ Mutex::Mutex(std::shared_ptr<ILockProvider> provider, std::string name, AcquireO
   check_arguments(provider_, options_);
 }
 
-Mutex::~Mutex() { unlock(); }
+Mutex::~Mutex() {
+  std::optional<Held> current;
+  std::vector<Held> superseded;
+  {
+    std::lock_guard guard(mu_);
+    current.swap(current_);
+    superseded.swap(superseded_);
+  }
+  for (auto& held : superseded) release_quietly(held.lease);
+  if (current) release_quietly(current->lease);
+}
 
 void Mutex::lock() {
   if (!acquire(Wait::forever())) {
@@ -52,40 +62,65 @@ void Mutex::lock() {
 bool Mutex::try_lock() { return acquire(Wait::try_once()); }
 
 bool Mutex::acquire(Wait wait) {
+  const std::uint64_t self = this_thread_number();
   {
     std::lock_guard guard(mu_);
-    if (lease_ && holder_ == this_thread_number()) {
-      throw Error(ErrorCode::would_deadlock, "dlock::Mutex '" + name_ + "' is already held by this thread");
-    }
+    // A lost hold not yet unlocked counts: this thread's lock() is still outstanding.
+    bool holds = current_ && current_->locker == self;
+    for (const Held& held : superseded_) holds = holds || held.locker == self;
+    if (holds) throw Error(ErrorCode::would_deadlock, "dlock::Mutex '" + name_ + "' is already held by this thread");
   }
   // Waiting happens without mu_: another thread's unlock() must be able to proceed.
   std::optional<Lease> lease = provider_->try_acquire(name_, LockMode::exclusive, wait, options_);
   if (!lease) return false;
   std::lock_guard guard(mu_);
-  lease_ = std::move(lease);
-  holder_ = this_thread_number();
+  // A hold still here belongs to another thread (this one was checked above) and the
+  // provider just granted the name exclusively to this thread: that hold was lost. Its
+  // lock() is still to be unlocked, and that unlock() must not release this new hold.
+  if (current_) superseded_.push_back(std::move(*current_));
+  current_.emplace(Held{self, std::move(*lease)});
   return true;
+}
+
+const Mutex::Held* Mutex::paired_with(std::uint64_t self) const {
+  if (current_ && current_->locker == self) return &*current_;
+  for (const Held& held : superseded_) {
+    if (held.locker == self) return &held;
+  }
+  if (!superseded_.empty()) return &superseded_.front();
+  return current_ ? &*current_ : nullptr;
 }
 
 void Mutex::unlock() noexcept {
   std::optional<Lease> lease;
   {
     std::lock_guard guard(mu_);
-    lease.swap(lease_);
-    holder_ = 0;
+    const Held* held = paired_with(this_thread_number());
+    if (!held) return;
+    if (current_ && held == &*current_) {
+      lease.emplace(std::move(current_->lease));
+      current_.reset();
+    } else {
+      auto it = superseded_.begin() + (held - superseded_.data());
+      lease.emplace(std::move(it->lease));
+      superseded_.erase(it);
+    }
   }
-  // Released after lease_ is cleared, so the next holder never finds a stale lease_ here.
-  if (lease) release_quietly(*lease);
+  // Released after the bookkeeping is updated, so the next holder never finds a stale hold
+  // here. A superseded hold was lost: releasing it leaves the name's new holder untouched.
+  release_quietly(*lease);
 }
 
 std::uint64_t Mutex::fencing_token() const {
   std::lock_guard guard(mu_);
-  return lease_ ? lease_->fencing_token() : 0;
+  const Held* held = paired_with(this_thread_number());
+  return held ? held->lease.fencing_token() : 0;
 }
 
 std::stop_token Mutex::lost_token() const {
   std::lock_guard guard(mu_);
-  return lease_ ? lease_->lost_token() : std::stop_token{};
+  const Held* held = paired_with(this_thread_number());
+  return held ? held->lease.lost_token() : std::stop_token{};
 }
 
 SharedMutex::SharedMutex(std::shared_ptr<ILockProvider> provider, std::string name, AcquireOptions options)
@@ -138,10 +173,14 @@ void SharedMutex::unlock_shared() noexcept {
 }
 
 std::uint64_t SharedMutex::fencing_token() const {
-  if (std::uint64_t t = exclusive_.fencing_token(); t != 0) return t;
-  std::lock_guard guard(mu_);
-  auto it = shared_.find(this_thread_number());
-  return it == shared_.end() ? 0 : it->second.fencing_token();
+  {
+    // This thread's own shared hold first: if it was lost and a writer was granted since,
+    // the exclusive token is the writer's, newer than anything this reader may write with.
+    std::lock_guard guard(mu_);
+    auto it = shared_.find(this_thread_number());
+    if (it != shared_.end()) return it->second.fencing_token();
+  }
+  return exclusive_.fencing_token();
 }
 
 }  // namespace dlock

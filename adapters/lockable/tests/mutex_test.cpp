@@ -12,6 +12,7 @@
 #include <thread>
 #include <vector>
 
+#include "dlock/backends/mem.h"
 #include "dlock/dlock.h"
 
 namespace dlock {
@@ -148,6 +149,100 @@ TEST(Mutex, LostTokenFiresWhenMaxHoldIsReached) {
   while (!lost.stop_requested() && std::chrono::steady_clock::now() < deadline) std::this_thread::sleep_for(10ms);
   EXPECT_TRUE(lost.stop_requested());
   m.unlock();  // never throws, even though the lock was lost
+}
+
+// True once `pred` holds, false if it did not within `limit`.
+template <class Pred>
+bool eventually(Pred pred, std::chrono::milliseconds limit = 5s) {
+  const auto deadline = std::chrono::steady_clock::now() + limit;
+  while (!pred()) {
+    if (std::chrono::steady_clock::now() >= deadline) return false;
+    std::this_thread::sleep_for(1ms);
+  }
+  return true;
+}
+
+// A hold of a Mutex is lost (mem::break_lock, as a server losing the key) while a second
+// thread waits on the same Mutex object: the second thread is granted and now holds the
+// name. The unlock() that pairs with the lost hold must leave the new hold alone, or another
+// client is granted the name while the second thread is still in its critical section.
+class LostAndReplaced {
+ public:
+  explicit LostAndReplaced(const char* space)
+      : space_(space), mutex_(open(std::string("mem://") + space + "?lease=300ms"), "job") {}
+  ~LostAndReplaced() { let_b_leave(); }
+  Mutex& mutex() { return mutex_; }
+  // Starts thread B waiting on the Mutex (the caller has locked it), breaks the lock and
+  // waits until B is inside its critical section.
+  bool break_and_let_b_in() {
+    b_ = std::thread([this] {
+      std::lock_guard guard(mutex_);
+      b_token_ = mutex_.fencing_token();
+      b_in_ = true;
+      while (!b_leave_) std::this_thread::sleep_for(1ms);
+    });
+    std::this_thread::sleep_for(50ms);  // B waits on the held lock
+    mem::break_lock(space_, "job");
+    return eventually([&] { return b_in_.load(); });
+  }
+  // Whether a client of another process could take the name now.
+  bool another_client_gets_it() { return open(std::string("mem://") + space_)->try_lock("job").has_value(); }
+  void let_b_leave() {
+    b_leave_ = true;
+    if (b_.joinable()) b_.join();
+  }
+  std::uint64_t b_token() const { return b_token_; }
+
+ private:
+  std::string space_;
+  Mutex mutex_;
+  std::thread b_;
+  std::atomic<bool> b_in_{false}, b_leave_{false};
+  std::uint64_t b_token_ = 0;
+};
+
+TEST(Mutex, UnlockPairedWithALostHoldLeavesTheNextHolderAlone) {
+  LostAndReplaced t("mutex-lost-replaced");
+  t.mutex().lock();  // this thread is A
+  ASSERT_TRUE(t.break_and_let_b_in());
+  t.mutex().unlock();  // A's std::lock_guard ends here: its hold was lost
+  EXPECT_FALSE(t.another_client_gets_it()) << "A's unlock() released B's hold: double grant";
+  t.let_b_leave();
+  EXPECT_TRUE(t.another_client_gets_it()) << "B's unlock() did not release its hold";
+}
+
+TEST(Mutex, UnlockFromAnotherThreadEndsTheLostHoldBeforeTheNewerOne) {
+  LostAndReplaced t("mutex-lost-handover");
+  std::thread([&] { t.mutex().lock(); }).join();  // A locks and hands the unlock over to this thread
+  ASSERT_TRUE(t.break_and_let_b_in());
+  t.mutex().unlock();  // the unlock for A's (lost) hold
+  EXPECT_FALSE(t.another_client_gets_it()) << "the handed-over unlock() released B's hold: double grant";
+  t.let_b_leave();
+  EXPECT_TRUE(t.another_client_gets_it()) << "B's unlock() did not release its hold";
+}
+
+TEST(Mutex, AThreadWhoseHoldWasLostAndReplacedStillSeesItsOwnHold) {
+  LostAndReplaced t("mutex-lost-own");
+  Mutex& m = t.mutex();
+  m.lock();
+  const std::uint64_t mine = m.fencing_token();
+  ASSERT_TRUE(t.break_and_let_b_in());
+  EXPECT_GT(t.b_token(), mine);
+  // A must not pick up B's newer token (it would defeat fencing) nor B's unfired lost signal.
+  EXPECT_EQ(m.fencing_token(), mine) << "this thread was given the next holder's fencing token";
+  EXPECT_TRUE(eventually([&] { return m.lost_token().stop_requested(); }, 2s))
+      << "this thread was given the next holder's lost signal";
+  // A has not unlocked: locking again is a re-entry, refused as for a hold still held.
+  try {
+    (void)m.try_lock();
+    ADD_FAILURE() << "expected would_deadlock";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), ErrorCode::would_deadlock);
+  }
+  m.unlock();
+  EXPECT_FALSE(t.another_client_gets_it());
+  t.let_b_leave();
+  EXPECT_EQ(m.fencing_token(), 0u);
 }
 
 // A deadline is converted to a Wait through "time left now": with extreme values (min(),
@@ -293,6 +388,28 @@ TEST(SharedMutex, ANewThreadWithAReusedThreadIdHasNoSharedHold) {
   EXPECT_FALSE(threw) << "a thread that never read was taken for the reader: " << what;
   EXPECT_TRUE(got);
   EXPECT_FALSE(m.try_lock()) << "the exited thread's shared hold was released by another thread";
+}
+
+TEST(SharedMutex, AReaderWhoseHoldWasLostSeesItsOwnTokenNotTheNextWriters) {
+  const char* space = "shared-lost-reader";
+  SharedMutex m(open(std::string("mem://") + space + "?lease=300ms"), "table");
+  m.lock_shared();  // this thread reads
+  const std::uint64_t mine = m.fencing_token();
+  std::atomic<bool> w_in{false}, w_leave{false};
+  std::thread writer([&] {
+    std::lock_guard guard(m);
+    w_in = true;
+    while (!w_leave) std::this_thread::sleep_for(1ms);
+  });
+  std::this_thread::sleep_for(50ms);  // the writer waits for the reader
+  mem::break_lock(space, "table");
+  EXPECT_TRUE(eventually([&] { return w_in.load(); }));
+  EXPECT_EQ(m.fencing_token(), mine) << "the reader was given the writer's newer fencing token";
+  m.unlock_shared();
+  EXPECT_FALSE(open(std::string("mem://") + space)->try_lock("table").has_value())
+      << "the reader's unlock_shared() released the writer's hold";
+  w_leave = true;
+  writer.join();
 }
 
 TEST(SharedMutex, ReadersShareWritersExclude) {

@@ -8,7 +8,10 @@
 //
 // State machine (per object): unlocked --lock()/try_lock…() succeeds--> locked (one Lease)
 // --unlock()--> unlocked. The distributed owner is the locking thread (as std::timed_mutex),
-// so two threads of one process exclude each other exactly as two processes do.
+// so two threads of one process exclude each other exactly as two processes do. A lock lost
+// while locked (lease expired, key deleted) can be granted to another thread before the
+// lost one is unlocked: Mutex then keeps one hold per lock() not yet unlocked, and each
+// unlock() ends exactly one of them (see "Lost and re-granted" at Mutex).
 #pragma once
 
 #include <chrono>
@@ -20,6 +23,7 @@
 #include <stop_token>
 #include <string>
 #include <type_traits>
+#include <vector>
 
 #include "dlock/lease.h"
 #include "dlock/options.h"
@@ -64,12 +68,22 @@ Wait wait_until(const std::chrono::time_point<Clock, Duration>& t) {
 
 // An exclusive distributed lock on `name`, usable as a std TimedLockable.
 // Thread safety: all methods may be called from any thread. Not recursive: lock() by the
-// thread that holds it throws Error(would_deadlock) instead of deadlocking. unlock() may be
-// called from any thread (the hold is released for whoever locked it). Two Mutex objects of
-// one name exclude each other across threads; locked by one thread, the second is a
-// re-entry of the first (granted at once where the provider is reentrant). "This thread" is
-// never a later thread that inherited an exited locker's std::thread::id: that one is
-// another owner (try_lock() false, not would_deadlock).
+// thread that holds it (even a hold since lost, until it is unlocked) throws
+// Error(would_deadlock) instead of deadlocking. unlock() may be called from any thread (the
+// hold is released for whoever locked it).
+// Lost and re-granted: when a hold is lost and another thread is granted this Mutex before
+// the lost hold's lock() is unlocked, both lock()s are outstanding, and each unlock() ends
+// exactly one: the calling thread's own if it has one, otherwise the oldest. So the unlock()
+// that pairs with a lost hold never releases the newer hold (no double grant); an unlock()
+// handed to a third thread for the newer hold ends the lost one instead, and the newer hold
+// is released by the next unlock(): later, never earlier than its own unlock. The hold an
+// unlock() from the calling thread would end is also what fencing_token() and lost_token()
+// report, so a thread whose hold was lost sees its own old token and fired signal, never
+// the next holder's.
+// Two Mutex objects of one name exclude each other across threads; locked by one thread,
+// the second is a re-entry of the first (granted at once where the provider is reentrant).
+// "This thread" is never a later thread that inherited an exited locker's std::thread::id:
+// that one is another owner (try_lock() false, not would_deadlock).
 // Every acquire throws what ILockProvider::acquire throws (invalid_argument, unavailable, …).
 class Mutex {
  public:
@@ -77,7 +91,7 @@ class Mutex {
   // acquisition. Throws Error(invalid_argument) if provider is null or options.owner is
   // set (the owner is always the locking thread).
   Mutex(std::shared_ptr<ILockProvider> provider, std::string name, AcquireOptions options = {});
-  // Releases a hold still held, best effort; never throws.
+  // Releases every hold not unlocked (lost ones included), best effort; never throws.
   ~Mutex();
   Mutex(const Mutex&) = delete;
   Mutex& operator=(const Mutex&) = delete;
@@ -99,31 +113,42 @@ class Mutex {
   [[nodiscard]] bool try_lock_until(const std::chrono::time_point<Clock, Duration>& t) {
     return acquire(detail::wait_until(t));
   }
-  // Releases the hold. Never throws (std::unique_lock calls it from its destructor): a
-  // hold that cannot be released (server down) ends by itself with its lease or session.
-  // Does nothing when not locked. Check lost_token() before unlocking to learn whether
-  // the lock was still held.
+  // Ends one outstanding lock() and releases its hold: the calling thread's own, else the
+  // oldest (see "Lost and re-granted" above). Never throws (std::unique_lock calls it from
+  // its destructor): a hold that cannot be released (server down) ends by itself with its
+  // lease or session. Does nothing when not locked. Check lost_token() before unlocking to
+  // learn whether the lock was still held.
   void unlock() noexcept;
 
-  // While locked: the hold's fencing token (0 when unlocked).
+  // While locked: the fencing token of the hold an unlock() from this thread would end
+  // (0 when unlocked).
   std::uint64_t fencing_token() const;
-  // While locked: fires when the lock may no longer be held (a never-firing token when
+  // While locked: fires when that hold may no longer be held (a never-firing token when
   // unlocked). Long work under the lock should watch it.
   std::stop_token lost_token() const;
   const std::string& name() const noexcept { return name_; }
 
  private:
   friend class SharedMutex;  // takes its shared holds with the same provider and options
+  // One lock() not yet unlocked.
+  struct Held {
+    // The locking thread, by a per-process counter (never std::thread::id, which a later
+    // thread inherits once the locker exits).
+    std::uint64_t locker;
+    Lease lease;
+  };
   bool acquire(Wait wait);
+  // The hold an unlock() from thread `self` ends; null when unlocked. mu_ must be held.
+  const Held* paired_with(std::uint64_t self) const;
 
   std::shared_ptr<ILockProvider> provider_;
   std::string name_;
   AcquireOptions options_;
-  mutable std::mutex mu_;      // guards lease_ and holder_, never held while waiting
-  std::optional<Lease> lease_;
-  // The locking thread, by a per-process counter (never std::thread::id, which a later
-  // thread inherits once the locker exits); 0 when unlocked.
-  std::uint64_t holder_ = 0;
+  mutable std::mutex mu_;  // guards current_ and superseded_, never held while waiting
+  std::optional<Held> current_;  // the newest hold
+  // Holds lost and then replaced by a newer grant, whose lock() is not unlocked yet, oldest
+  // first. Kept (not released) so their locker still sees its own token and lost signal.
+  std::vector<Held> superseded_;
 };
 
 // A read-write distributed lock on `name`: exclusive holds as Mutex, plus shared holds for
@@ -169,7 +194,8 @@ class SharedMutex {
   // Releases the calling thread's shared hold; never throws; does nothing if it has none.
   void unlock_shared() noexcept;
 
-  // The exclusive hold's fencing token, else the calling thread's shared hold's, else 0.
+  // The calling thread's shared hold's fencing token (even once lost), else the exclusive
+  // hold's (as Mutex::fencing_token), else 0.
   std::uint64_t fencing_token() const;
   const std::string& name() const noexcept { return exclusive_.name(); }
 
