@@ -65,9 +65,6 @@ std::optional<Lease> ProviderCore::reenter(const Key& key, LockMode mode, Clock:
     auto it = holds_.find(key);
     if (it == holds_.end()) return std::nullopt;
     auto st = it->second;
-    // A forked child's copy of its parent's hold is never re-entered: the child's thread has
-    // the same owner id, but the parent holds the lock.
-    if (!st->in_taking_process()) return std::nullopt;
     if (st->ended || st->lock->lost() || st->lock->expires_at() <= Clock::now()) {
       // A lost or run-out lock is never re-entered: the next acquire starts afresh (the
       // watchdog may not have told the holder yet).
@@ -94,10 +91,12 @@ std::optional<Lease> ProviderCore::reenter(const Key& key, LockMode mode, Clock:
 std::optional<Lease> ProviderCore::try_acquire(std::string_view name, LockMode mode, Wait wait,
                                                const AcquireOptions& options) {
   Clock::time_point start = Clock::now();
-  if (!caps_.serves_forked_children && fork_.in_forked_child()) {
+  // Checked before any of the core's mutexes is taken: a parent thread may have held one at
+  // the fork, and the copy stays locked in the child for good.
+  if (fork_.in_forked_child()) {
     throw Error(ErrorCode::unsupported,
-                "this provider was opened before fork(): its connections and watchdog stay with the parent "
-                "process; open a new provider in the child (dlock::open)");
+                "this provider was opened before fork(): its connections, mutexes and watchdog stay with the "
+                "parent process; open a new provider in the child (dlock::open)");
   }
   validate(name, mode, options);
   Clock::time_point deadline = wait.deadline_from(start);
@@ -107,11 +106,8 @@ std::optional<Lease> ProviderCore::try_acquire(std::string_view name, LockMode m
   if (options.cancel.stop_requested()) return std::nullopt;
 
   std::string seq = std::to_string(next_seq_++);
-  // A forked child continues its parent's copy of the id and of the sequence: it draws an id
-  // of its own, so that no server takes parent and child for one owner.
-  const std::string client = fork_.in_forked_child() ? random_client_id() : client_id_;
-  std::string owner_key = client + ":" + seq + ":" + key.second;
-  std::string waiter_id = client + ":w" + seq;
+  std::string owner_key = client_id_ + ":" + seq + ":" + key.second;
+  std::string waiter_id = client_id_ + ":w" + seq;
   milliseconds lease = options.lease.value_or(caps_.default_lease);
   spi::AttemptRequest request;
   request.name = name;
@@ -149,9 +145,7 @@ std::optional<Lease> ProviderCore::try_acquire(std::string_view name, LockMode m
     Lock lock(mu_);
     holds_[key] = st;  // replaces a lost or released entry of the same owner
   }
-  // A forked child has no watchdog threads (and a parent's thread may have held the
-  // scheduler's mutex at fork time): its holds are not watched.
-  if (!fork_.in_forked_child()) scheduler_.watch(st, plan);
+  scheduler_.watch(st, plan);
   // A loss the backend reports (session expired, connection dropped) wakes the watchdog,
   // which gives the hold up and releases it on the backend.
   st->on_backend_loss = std::make_unique<std::stop_callback<std::function<void()>>>(

@@ -38,8 +38,6 @@ class ScriptedBackend final : public spi::Backend {
   }
 
   const Capabilities& capabilities() const noexcept override { return caps_; }
-  // Claims serves_forked_children (file:// does). Call before making a provider of it.
-  void serve_forked_children() noexcept { caps_.serves_forked_children = true; }
 
   std::unique_ptr<spi::Acquisition> begin_acquire(const spi::AttemptRequest& request,
                                                   std::function<void()> wake) override {

@@ -2,23 +2,10 @@
 
 #include <utility>
 
-#include "dlock/spi/fork_guard.h"
-
 namespace dlock::file {
-
-FdPool::FdPool() : generation_(spi::fork_generation()) {}
-
-void FdPool::forget_if_forked() {
-  std::uint64_t now = spi::fork_generation();
-  if (now == generation_) return;
-  idle_.clear();  // closes our copies only: the parent's descriptions stay open there
-  count_ = 0;
-  generation_ = now;
-}
 
 LockFd FdPool::take(std::string_view file_name) {
   std::lock_guard lock(mu_);
-  forget_if_forked();
   auto it = idle_.find(file_name);
   if (it == idle_.end() || it->second.empty()) return {};
   LockFd file = std::move(it->second.back());
@@ -30,7 +17,6 @@ LockFd FdPool::take(std::string_view file_name) {
 void FdPool::put(std::string_view file_name, LockFd file) noexcept {
   try {
     std::lock_guard lock(mu_);
-    forget_if_forked();
     if (count_ >= kMaxIdle) return;  // `file` closes on the way out
     auto it = idle_.find(file_name);
     if (it == idle_.end()) {

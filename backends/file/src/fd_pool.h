@@ -4,7 +4,8 @@
 // Each entry is an open file description holding no lock (an idle one): a hold always owns
 // its description alone, so pooling never lets two holds share one. Idle descriptors are
 // kept per file name, at most kPerName per name and kMaxIdle in all; a descriptor that does
-// not fit is closed. A forked child never reuses its parent's descriptors (dlock/spi/fork_guard.h).
+// not fit is closed. (A forked child never takes from it: the core refuses a child the
+// parent's provider.)
 //
 // Thread safety: all methods may be called concurrently.
 #pragma once
@@ -26,8 +27,6 @@ class FdPool {
   static constexpr std::size_t kPerName = 4;
   static constexpr std::size_t kMaxIdle = 64;
 
-  FdPool();
-
   // An idle descriptor of `file_name`, or an invalid LockFd when none is kept. The caller
   // still checks, after locking, that the path names it (it may have been replaced).
   LockFd take(std::string_view file_name);
@@ -44,12 +43,9 @@ class FdPool {
     }
   };
 
-  void forget_if_forked();  // REQUIRES: mu_ held
-
   std::mutex mu_;  // guards everything below
   std::unordered_map<std::string, std::vector<LockFd>, Hash, std::equal_to<>> idle_;
   std::size_t count_ = 0;
-  std::uint64_t generation_;
 };
 
 }  // namespace dlock::file

@@ -6,7 +6,6 @@
 #include <utility>
 
 #include "dlock/error.h"
-#include "dlock/spi/fork_guard.h"
 #include "acquisition.h"
 #include "file_held_lock.h"
 #include "lock_file.h"
@@ -26,13 +25,11 @@ FileHeldLock& as_file_lock(spi::HeldLock& lock) {
 
 FileBackend::FileBackend(FileConfig config)
     : config_(std::move(config)) {
-  static_cast<void>(spi::fork_generation());  // registers the fork handler before any hold exists
   caps_.reentrant = true;
   caps_.read_write = true;
   caps_.fair = false;
   caps_.fencing = true;
   caps_.push_wakeup = true;
-  caps_.serves_forked_children = true;  // descriptors per process (FdPool), no connection
   caps_.liveness = Liveness::session;
   caps_.max_name_bytes = kMaxNameBytes;
   caps_.default_lease = config_.default_lease;
@@ -59,10 +56,6 @@ bool FileBackend::release(spi::HeldLock& lock) {
   FileHeldLock& held = as_file_lock(lock);
   std::lock_guard guard(held.mu);
   if (!held.file.valid()) return false;
-  if (held.generation != spi::fork_generation()) {
-    held.file = LockFd{};  // a forked child: drop our copy, never the parent's lock
-    return false;
-  }
   bool ours = identity(held.file, held.path) == Identity::same;
   // Gate and main (a writer holds both, a reader main): a waiter blocked on them gets
   // them now, in the kernel.

@@ -7,7 +7,6 @@
 #include <string_view>
 
 #include "dlock/spi/held_lock.h"
-#include "dlock/spi/fork_guard.h"
 #include "lock_file.h"
 
 namespace dlock::file {
@@ -20,8 +19,7 @@ class FileHeldLock final : public spi::HeldLock {
       : HeldLock(std::move(name), mode, std::move(owner_key), token, Clock::time_point::max()),
         file(std::move(held)),
         path(std::move(lock_path)),
-        file_name_at_(file_name_at),
-        generation(spi::fork_generation()) {}
+        file_name_at_(file_name_at) {}
 
   // The lock file's name inside the directory (the pool's key).
   std::string_view file_name() const noexcept { return std::string_view(path).substr(file_name_at_); }
@@ -32,11 +30,6 @@ class FileHeldLock final : public spi::HeldLock {
 
  private:
   const std::size_t file_name_at_;
-
- public:
-  // fork_generation() when the lock was taken. A child created by fork() shares the open
-  // description: unlocking it there would free the parent's lock.
-  const std::uint64_t generation;
 };
 
 }  // namespace dlock::file

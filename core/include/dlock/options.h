@@ -45,10 +45,6 @@ struct Capabilities {
   bool fencing = false;     // fencing tokens strictly increase across holders of a name
   bool push_wakeup = false; // waiters are woken by the backend, polling only as fallback
   Liveness liveness = Liveness::lease;
-  // A provider opened before fork() may take locks in the child (file://: its descriptors
-  // are the child's own). Otherwise the child's try_lock throws Error(unsupported): the
-  // connections and the watchdog stay with the parent, so the child must open its own.
-  bool serves_forked_children = false;
   // Longest accepted name, in bytes. Names are any bytes, 1..max_name_bytes.
   std::size_t max_name_bytes = 1024;
   // Lease given when AcquireOptions::lease is empty (renewed by the watchdog).
