@@ -50,4 +50,28 @@ TEST_P(LostSignal, CallbackRegisteredAfterLossRunsAtOnce) {
   EXPECT_TRUE(ran) << "on_lost after the signal must run at once, on the calling thread";
 }
 
+TEST_P(LostSignal, StaleReleaseBeforeTheSignalReportsNotHeldAndSparesTheNewHolder) {
+  // Contract 2: a release of a lock destroyed from outside reports "not held" and never
+  // touches the next holder's lock, even when it comes before the holder was told (the
+  // core has not seen the loss yet and asks the backend).
+  auto p = open();
+  auto other = open();
+  auto third = open();
+  const auto n = name();
+  auto a = track(*p, n, Wait::try_once());
+  ASSERT_TRUE(a);
+  const auto at = now_ns();
+  ASSERT_NO_THROW(env().sabotage(n));
+  checker().sabotaged(n, at);
+  auto b = track(*other, n, Wait::for_duration(p->capabilities().lost_signal_bound + tol()));
+  ASSERT_TRUE(b) << "the sabotaged lock is not free";
+  const bool told_before = a->lost_ns().has_value();
+  EXPECT_FALSE(a->release()) << "release of a destroyed lock reported success"
+                             << (told_before ? "" : " (before its lost signal)");
+  EXPECT_TRUE(b->lease().held());
+  EXPECT_FALSE(third->try_lock(n).has_value()) << "the stale holder's release freed the new holder's lock";
+  EXPECT_TRUE(b->release());
+  EXPECT_TRUE(third->try_lock(n).has_value());
+}
+
 }  // namespace dlock::conformance
