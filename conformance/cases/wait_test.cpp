@@ -198,4 +198,39 @@ TEST_P(Waits, PushWakeupHandsOffWithoutPolling) {
   EXPECT_LE(us[10], 20000) << "median hand-off " << us[10] << " us: the waiter is polling, not woken";
 }
 
+TEST_P(Waits, FailedTryOnceLeavesNothingBehind) {
+  // Contract 3: a try-once that finds the lock busy leaves nothing behind either: no queue
+  // entry that would make the next fair newcomer wait its turn behind a caller that is gone,
+  // no writer preference that would keep readers out.
+  auto holder = open();
+  auto tries = open();
+  auto third = open();
+  const auto n = name();
+  AcquireOptions fair;
+  fair.fair = claims().fair;
+  auto h = holder->try_lock(n, Wait::try_once(), fair);
+  ASSERT_TRUE(h);
+  for (int i = 0; i < 4; ++i) {
+    AcquireOptions o;
+    o.fair = claims().fair && i % 2 == 0;
+    EXPECT_FALSE(tries->try_lock(n, Wait::try_once(), o).has_value());
+    if (claims().read_write) {
+      EXPECT_FALSE(tries->try_lock_shared(n, Wait::try_once(), o).has_value());
+    }
+  }
+  EXPECT_TRUE(h->release());
+  auto next = third->try_lock(n, Wait::try_once(), fair);
+  EXPECT_TRUE(next.has_value()) << "a failed try-once left something that blocks the lock";
+  next.reset();
+  if (claims().read_write) {
+    auto reader = holder->try_lock_shared(n);
+    ASSERT_TRUE(reader);
+    EXPECT_FALSE(tries->try_lock(n, Wait::try_once()).has_value()) << "a writer got in beside a reader";
+    EXPECT_TRUE(third->try_lock_shared(n).has_value())
+        << "a writer's failed try-once keeps new readers out as if it were waiting";
+    EXPECT_TRUE(reader->release());
+  }
+  EXPECT_TRUE(env().residue().empty()) << "left behind: " << ::testing::PrintToString(env().residue());
+}
+
 }  // namespace dlock::conformance
