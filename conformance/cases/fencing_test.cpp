@@ -1,5 +1,7 @@
 // Contract 7: fencing tokens strictly increase across successive holders of a name — across
 // providers, a thousand holders, and holders that crashed.
+#include <algorithm>
+
 #include "framework/conformance_test.h"
 #include "framework/taker_client.h"
 
@@ -51,6 +53,38 @@ TEST_P(Fencing, StrictlyIncreasingAcrossCrashes) {
     ASSERT_TRUE(ours) << "round " << round;
     EXPECT_GT(ours->token(), theirs->token) << "token did not increase after a crash";
     last = ours->token();
+  }
+}
+
+TEST_P(Fencing, ReadersAndWritersTakeTurnsWithIncreasingTokens) {
+  // Contract 7 with contract 9: a reader is a holder too. A reader after a writer gets a token
+  // above the writer's (a resource checking tokens can tell the reader came later), and a
+  // writer after readers a token above every reader's.
+  DLOCK_REQUIRE_CLAIM(fencing);
+  DLOCK_REQUIRE_CLAIM(read_write);
+  auto p1 = open();
+  auto p2 = open();
+  const auto n = name();
+  std::uint64_t last_writer = 0;
+  for (int round = 0; round < 3; ++round) {
+    auto w = (round % 2 ? p1 : p2)->try_lock(n);
+    ASSERT_TRUE(w) << "round " << round;
+    EXPECT_GT(w->fencing_token(), last_writer) << "round " << round;
+    const auto wt = w->fencing_token();
+    EXPECT_TRUE(w->release());
+    auto r1 = p1->try_lock_shared(n);
+    auto r2 = p2->try_lock_shared(n);
+    ASSERT_TRUE(r1 && r2) << "round " << round;
+    EXPECT_GT(r1->fencing_token(), wt) << "a reader after a writer got a token not above the writer's, round " << round;
+    EXPECT_GT(r2->fencing_token(), wt) << "a reader after a writer got a token not above the writer's, round " << round;
+    const auto readers_max = std::max(r1->fencing_token(), r2->fencing_token());
+    EXPECT_TRUE(r1->release());
+    EXPECT_TRUE(r2->release());
+    auto w2 = p1->try_lock(n);
+    ASSERT_TRUE(w2) << "round " << round;
+    EXPECT_GT(w2->fencing_token(), readers_max) << "a writer after readers got a token not above theirs, round " << round;
+    last_writer = w2->fencing_token();
+    EXPECT_TRUE(w2->release());
   }
 }
 
