@@ -2,6 +2,7 @@
 
 #include <cstdlib>
 #include <map>
+#include <string_view>
 
 #include "acquisition.h"
 #include "errors.h"
@@ -115,7 +116,11 @@ bool PgBackend::release(spi::HeldLock& lock) {
                          hold.key(), nullptr, "release", deadline);
         ResultPtr r = c->wait_result(deadline, "release");
         if (PQresultStatus(r.get()) != PGRES_TUPLES_OK) {
-          doubt = translate_error(o.where, "release", c->raw(), r.get());
+          // FATAL or PANIC: the server ended the session (pg_terminate_backend, a shutdown),
+          // and its locks with it: not held. Any other error leaves the answer in doubt.
+          const char* severity = PQresultErrorField(r.get(), PG_DIAG_SEVERITY_NONLOCALIZED);
+          const std::string_view level = severity != nullptr ? severity : "";
+          if (level != "FATAL" && level != "PANIC") doubt = translate_error(o.where, "release", c->raw(), r.get());
           s->close_locked();
         } else {
           was_held = parse_unlock_row(r.get());
