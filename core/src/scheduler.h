@@ -19,7 +19,7 @@
 namespace dlock::detail {
 
 // How long before a lease's estimated end its lost signal fires: 5% of the lease, at least
-// 5 ms, at most a quarter of it. The estimate is measured from before the request was
+// 50 ms, at most a quarter of it. The estimate is measured from before the request was
 // sent, but the scheduler wakes late and clocks drift (cf. Redlock's 1% + 2 ms).
 std::chrono::milliseconds loss_margin(std::chrono::milliseconds lease);
 

@@ -71,9 +71,9 @@ class [[nodiscard]] Lease {
 
   // Fires (once, never reset) as soon as the client knows the lock may no longer be held:
   // renewal found another owner or no lock, renewal kept failing until the lease was about
-  // to run out (it fires a safety margin — 5% of the lease, at least 5 ms — before
-  // expires_at(), so the holder is told before anyone else can be granted the lock), the
-  // session ended, max_hold was reached. A normal release() does not fire it.
+  // to run out (it fires a safety margin — 5% of the lease, at least 50 ms, at most a
+  // quarter of it — before expires_at(), so the holder is told before anyone else can be
+  // granted the lock), the session ended, max_hold was reached. A normal release() does not fire it.
   // An empty lease returns a token that can never fire.
   std::stop_token lost_token() const noexcept;
 
