@@ -124,6 +124,10 @@ TEST_P(Waits, WaiterIsHandedTheLockOnRelease) {
   } else {
     EXPECT_LE(handoff_ms, tol().count() + 1000);
   }
+  // Contract 3 for a waiter that was granted: once it releases, nothing of its wait is left
+  // (a queue entry, a registration for wake-ups).
+  EXPECT_TRUE(got->release());
+  EXPECT_TRUE(env().residue().empty()) << "left behind: " << ::testing::PrintToString(env().residue());
 }
 
 TEST_P(Waits, GivenUpWaitersLeaveNothingBehind) {

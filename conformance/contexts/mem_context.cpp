@@ -2,6 +2,7 @@
 #include <atomic>
 #include <stdexcept>
 #include <string>
+#include <vector>
 
 #include "framework/backend_context.h"
 
@@ -22,6 +23,14 @@ class MemEnv final : public BackendEnv {
   }
 
   std::string uri(const UriOptions&) const override { return "mem://" + space_ + "?lease=1s"; }
+
+  std::vector<std::string> residue() const override {
+#ifdef DLOCK_CONF_HAVE_MEM_HOOK
+    return dlock::mem::residue(space_);
+#else
+    return {};
+#endif
+  }
 
   void sabotage(std::string_view name) override {
 #ifdef DLOCK_CONF_HAVE_MEM_HOOK

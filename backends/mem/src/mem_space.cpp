@@ -23,4 +23,21 @@ void break_lock(std::string_view space_name, std::string_view name) {
   Space::wake_all(it->second);
 }
 
+std::vector<std::string> residue(std::string_view space_name) {
+  auto s = space(std::string(space_name));
+  const auto now = Clock::now();
+  std::vector<std::string> out;
+  std::lock_guard lock(s->mu);
+  for (const auto& [name, e] : s->entries) {
+    if (!e.writer.empty() && e.writer_expiry > now) out.push_back(name + ": writer " + e.writer);
+    for (const auto& [owner, expiry] : e.readers) {
+      if (expiry > now) out.push_back(name + ": reader " + owner);
+    }
+    for (const auto& [waiter, deadline] : e.waiting_writers) out.push_back(name + ": preferred writer " + waiter);
+    for (const auto& [waiter, deadline] : e.fair_queue) out.push_back(name + ": queued " + waiter);
+    if (!e.wakers.empty()) out.push_back(name + ": " + std::to_string(e.wakers.size()) + " wake-ups");
+  }
+  return out;
+}
+
 }  // namespace dlock::mem

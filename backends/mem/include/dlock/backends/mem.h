@@ -7,7 +7,9 @@
 //   lease  default lease renewed by the watchdog (default 30s); short values make tests fast.
 #pragma once
 
+#include <string>
 #include <string_view>
+#include <vector>
 
 namespace dlock::mem {
 
@@ -15,5 +17,10 @@ namespace dlock::mem {
 // For tests: holders find out at their next renewal (their lost signal fires) and their
 // release reports "not held". Thread-safe.
 void break_lock(std::string_view space, std::string_view name);
+
+// What `space` holds besides fencing counters, one line per item: holders whose lease has
+// not run out, queued or preferred waiters, registered wake-ups. For tests: once every lock
+// is released and no acquire is running, it must be empty. Thread-safe.
+std::vector<std::string> residue(std::string_view space);
 
 }  // namespace dlock::mem
