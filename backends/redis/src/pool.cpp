@@ -13,17 +13,25 @@ void ConnectionPool::add(std::unique_ptr<Connection> c) {
   idle_.push_back(std::move(c));
 }
 
-ConnectionPool::Handle ConnectionPool::take(Clock::time_point bound) {
+ConnectionPool::Handle ConnectionPool::take(Clock::time_point bound) { return take(bound, false); }
+
+ConnectionPool::Handle ConnectionPool::take_fresh(Clock::time_point bound) { return take(bound, true); }
+
+ConnectionPool::Handle ConnectionPool::take(Clock::time_point bound, bool fresh) {
   std::unique_lock lock(mu_);
   const auto deadline = std::min(bound, Clock::now() + options_.command_timeout);
+  if (fresh) {
+    open_ -= idle_.size();
+    idle_.clear();
+  }
   for (;;) {
     while (!idle_.empty()) {
       std::unique_ptr<Connection> c = std::move(idle_.back());
       idle_.pop_back();
       // A connection the server closed while it sat idle (restart, timeout) is dropped here
       // rather than failing a command that could not be retried safely. Checked only after
-      // a pause, to keep the busy path free of system calls.
-      const bool rested = Clock::now() - c->idle_since > std::chrono::milliseconds(200);
+      // a pause, to keep the busy path free of system calls (always for a fresh one).
+      const bool rested = fresh || Clock::now() - c->idle_since > std::chrono::milliseconds(200);
       if (c->broken() || (rested && c->stale())) {
         --open_;
         continue;

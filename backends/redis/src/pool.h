@@ -48,8 +48,15 @@ class ConnectionPool {
   // With a deadline, opening a connection (connect and the first replies) and waiting for
   // a free one are bounded by it too.
   Handle take(std::chrono::steady_clock::time_point deadline = std::chrono::steady_clock::time_point::max());
+  // For the retry after the server closed a connection: the idle ones share its fate (a
+  // CLIENT KILL, a restart, a failover closes them all, and one that rested less than the
+  // pool's check interval is not checked), so every idle connection is dropped and a newly
+  // opened one is lent (or, while every slot is lent, the first one given back that the
+  // server has not closed). Same failures and bounds as take().
+  Handle take_fresh(std::chrono::steady_clock::time_point deadline = std::chrono::steady_clock::time_point::max());
 
  private:
+  Handle take(std::chrono::steady_clock::time_point deadline, bool fresh);
   void give_back(std::unique_ptr<Connection> c) noexcept;
   std::unique_ptr<Connection> connect();
 

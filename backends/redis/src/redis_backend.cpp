@@ -41,12 +41,13 @@ Clock::time_point lease_end(Clock::time_point sent, milliseconds lease) {
 }  // namespace
 
 // Runs `op` on a pooled connection; if the connection itself failed (not an error reply),
-// runs it once more on a fresh one. Every script is safe to repeat: acquire recognises its
+// runs it once more on a newly opened one (the other idle connections are dropped: a server
+// that closed one closed them all). Every script is safe to repeat: acquire recognises its
 // own grant, release answers from its latch, renewal and abandon are idempotent.
 template <class Op>
 auto RedisBackend::with_retry(Op&& op) {
   for (int attempt = 0;; ++attempt) {
-    auto conn = pool_.take();
+    auto conn = attempt == 0 ? pool_.take() : pool_.take_fresh();
     try {
       return op(*conn);
     } catch (const Error&) {
@@ -253,7 +254,7 @@ void RedisBackend::extend_many(std::span<spi::HeldLock* const> locks, millisecon
                             ? options_.command_timeout
                             : std::chrono::floor<milliseconds>(earliest - Clock::now());
       if (left <= milliseconds(0)) return;  // all stay `failed`
-      auto conn = pool_.take(earliest);
+      auto conn = attempt == 0 ? pool_.take(earliest) : pool_.take_fresh(earliest);
       try {
         if (left < options_.command_timeout && !conn->set_timeout(left)) continue;
         sent = Clock::now();

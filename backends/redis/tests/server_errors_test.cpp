@@ -3,7 +3,9 @@
 // NOSCRIPT after SCRIPT FLUSH, killed connections, and the renewal round-trip count.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <thread>
+#include <vector>
 
 #include "dlock/dlock.h"
 #include "keys.h"
@@ -160,6 +162,50 @@ TEST_F(RedisServerErrorsTest, KilledConnectionsAreReplaced) {
   raw_->cmd({"CLIENT", "KILL", "TYPE", "normal", "SKIPME", "yes"});
   std::this_thread::sleep_for(20ms);
   EXPECT_TRUE(grant(*b, "k2", "c:a"));
+}
+
+TEST_F(RedisServerErrorsTest, RightAfterEveryConnectionWasKilledReleaseAndTryOnceStillWork) {
+  // The server closes every client (CLIENT KILL, a restart, a failover) while several pooled
+  // connections sit idle, and the next requests come at once (no rest that would have the
+  // pool check its idle connections): the retry must not take another dead one.
+  auto b = backend(server_->uri());
+  // Several pooled connections busy at once, so that several sit idle afterwards.
+  auto warm = [&] {
+    std::vector<std::thread> ts;
+    for (int i = 0; i < 4; ++i) {
+      ts.emplace_back([&, i] {
+        for (int j = 0; j < 30; ++j) {
+          try {
+            (void)grant(*b, "warm" + std::to_string(i), "c:w" + std::to_string(j));
+          } catch (const Error&) {
+            // Not what this test looks at (a connection killed in the previous round).
+          }
+        }
+      });
+    }
+    for (auto& t : ts) t.join();
+    const auto clients = raw_->string({"CLIENT", "LIST", "TYPE", "normal"}).value_or("");
+    return std::count(clients.begin(), clients.end(), '\n') - 1;  // without raw_
+  };
+  for (int round = 0; round < 5; ++round) {
+    SCOPED_TRACE("round " + std::to_string(round));
+    auto h = grant(*b, "kr", "c:h" + std::to_string(round));
+    ASSERT_TRUE(h);
+    ASSERT_GE(warm(), 2) << "fewer than 2 pooled connections";
+    raw_->cmd({"CLIENT", "KILL", "TYPE", "normal", "SKIPME", "yes"});
+    try {
+      EXPECT_TRUE(b->release(*h));
+    } catch (const Error& e) {
+      ADD_FAILURE() << "release threw: " << e.what();
+    }
+    ASSERT_GE(warm(), 2) << "fewer than 2 pooled connections";
+    raw_->cmd({"CLIENT", "KILL", "TYPE", "normal", "SKIPME", "yes"});
+    try {
+      EXPECT_TRUE(grant(*b, "kr2-" + std::to_string(round), "c:o"));
+    } catch (const Error& e) {
+      ADD_FAILURE() << "a try-once acquire threw: " << e.what();
+    }
+  }
 }
 
 TEST_F(RedisServerErrorsTest, AWaiterWhoseBlockingConnectionDropsIsWokenAndWaitsAgain) {
