@@ -19,8 +19,11 @@ RedisAcquisition::RedisAcquisition(RedisBackend& backend, const spi::AttemptRequ
 
 RedisAcquisition::~RedisAcquisition() {
   stop_wait();  // no wake-ups from here on
-  // Only a caller that waits can have a queue entry or a grant it did not take.
-  if (req_.will_wait && tried_ && !granted_) backend_.abandon(req_);
+  if (granted_) return;
+  // A caller that waits may have a queue entry or a grant it did not take; any caller may
+  // have a grant made by a request whose reply was lost (it may even run later: the server
+  // stalled). Either is undone, owner-checked: nobody else holds this owner key.
+  if (lost_ || (req_.will_wait && tried_)) backend_.abandon(req_, lost_);
 }
 
 void RedisAcquisition::stop_wait() noexcept {
@@ -92,7 +95,8 @@ spi::Attempt RedisAcquisition::attempt_once() {
   // A queued waiter may have been handed the lock (its BLPOP not answered yet, or failed):
   // the script recognises its hold and turns the short pick-up lease into its full lease,
   // counted from this request.
-  const long long value = backend_.run_acquire(req_, queued_, sent);
+  // So may a request whose reply was lost, run before this one.
+  const long long value = backend_.run_acquire(req_, queued_ || lost_, sent, lost_);
   if (value > 0) {
     granted_ = true;
     stop_wait();

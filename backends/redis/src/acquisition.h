@@ -26,7 +26,9 @@ class RedisAcquisition final : public spi::Acquisition {
   // Stops the blocking wait; if the acquire may have queued or been handed the lock and was
   // not granted, runs lua/abandon.lua (removes the queue entry and the grant list, gives
   // back a grant not picked up or picked up too late). Never throws; bounded by the command
-  // timeout (twice on a broken connection).
+  // timeout (twice if the server closed the connection). After an attempt whose reply was
+  // lost (its request may run later), or an abandon that failed, the abandon is left to the
+  // backend's clean-up thread (RedisBackend::abandon) and this returns at once.
   ~RedisAcquisition() override;
 
   // A grant the blocking wait delivered (no round trip), else one EVALSHA of
@@ -53,6 +55,7 @@ class RedisAcquisition final : public spi::Acquisition {
   bool tried_ = false;    // an attempt was sent: a queue entry or a grant may exist
   bool queued_ = false;   // an attempt answered Busy to a caller that waits
   bool granted_ = false;  // an attempt returned a grant: the core owns it now
+  bool lost_ = false;     // an attempt's request may have reached the server, its reply lost
 };
 
 }  // namespace dlock::redis

@@ -149,6 +149,7 @@ void Connection::flush() {
     const ssize_t n = ::send(ctx_->fd, ctx_->obuf, sdslen(ctx_->obuf), MSG_NOSIGNAL);
     if (n < 0) {
       if (errno == EINTR) continue;
+      timed_out_ = errno == EAGAIN || errno == EWOULDBLOCK;
       ctx_->err = REDIS_ERR_IO;
       snprintf(ctx_->errstr, sizeof ctx_->errstr, "%s",
                errno == EAGAIN ? "timed out sending the request" : std::strerror(errno));
@@ -167,6 +168,9 @@ Reply Connection::read_reply() {
   flush();
   void* raw = nullptr;
   if (redisGetReply(ctx_, &raw) != REDIS_OK || raw == nullptr) {
+    // hiredis 0.14 reports a read timeout as an I/O error with EAGAIN.
+    const int e = errno;
+    timed_out_ = ctx_->err == REDIS_ERR_IO && (e == EAGAIN || e == EWOULDBLOCK);
     take_reply(raw);  // frees a partial reply
     transport_failed("read reply");
   }

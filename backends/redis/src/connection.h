@@ -49,6 +49,9 @@ class Connection {
   bool set_timeout(std::chrono::milliseconds timeout) noexcept;
 
   bool broken() const noexcept { return ctx_->err != 0; }
+  // Broken because a read or write timed out (the server did not answer in time), rather
+  // than closed or reset: asking the same server again at once would only wait again.
+  bool timed_out() const noexcept { return timed_out_; }
   // True if the server already closed this idle connection (or sent something unasked).
   bool stale() const noexcept;
   // The server's run_id (INFO server), read at connect: it changes when the server restarts.
@@ -63,6 +66,7 @@ class Connection {
   Connection(redisContext* ctx, std::string where) : ctx_(ctx), where_(std::move(where)) {}
   [[noreturn]] void transport_failed(std::string_view doing);
   redisContext* ctx_;
+  bool timed_out_ = false;
   std::string where_;  // "redis host:port", for messages
 };
 

@@ -40,9 +40,11 @@ Clock::time_point lease_end(Clock::time_point sent, milliseconds lease) {
 
 }  // namespace
 
-// Runs `op` on a pooled connection; if the connection itself failed (not an error reply),
-// runs it once more on a newly opened one (the other idle connections are dropped: a server
-// that closed one closed them all). Every script is safe to repeat: acquire recognises its
+// Runs `op` on a pooled connection; if the server closed or reset the connection (not an
+// error reply, not a timeout), runs it once more on a newly opened one (the other idle
+// connections are dropped: a server that closed one closed them all). A server that did not
+// answer in time is not asked again at once: the retry would wait a second command timeout
+// for a server that is not answering. Every script is safe to repeat: acquire recognises its
 // own grant, release answers from its latch, renewal and abandon are idempotent.
 template <class Op>
 auto RedisBackend::with_retry(Op&& op) {
@@ -51,7 +53,7 @@ auto RedisBackend::with_retry(Op&& op) {
     try {
       return op(*conn);
     } catch (const Error&) {
-      if (attempt >= 1 || !conn->broken()) throw;
+      if (attempt >= 1 || !conn->broken() || conn->timed_out()) throw;
     }
   }
 }
@@ -86,7 +88,14 @@ RedisBackend::RedisBackend(RedisOptions options) : options_(std::move(options)),
   pool_.add(std::move(first));
 }
 
-RedisBackend::~RedisBackend() = default;
+RedisBackend::~RedisBackend() {
+  {
+    std::lock_guard lock(undo_mu_);
+    stopping_ = true;
+  }
+  undo_cv_.notify_all();
+  if (undo_thread_.joinable()) undo_thread_.join();
+}
 
 std::unique_ptr<Connection> RedisBackend::wait_connection() {
   {
@@ -127,7 +136,7 @@ std::shared_ptr<spi::HeldLock> RedisBackend::make_held(const spi::AttemptRequest
 }
 
 long long RedisBackend::run_acquire(const spi::AttemptRequest& req, bool may_hold,
-                                    Clock::time_point& sent) {
+                                    Clock::time_point& sent, bool& lost) {
   const std::string hash = lock_key(options_.prefix, req.name);
   const std::string lease = ms_text(req.lease);
   const std::string heartbeat = ms_text(options_.fair_heartbeat);
@@ -143,7 +152,14 @@ long long RedisBackend::run_acquire(const spi::AttemptRequest& req, bool may_hol
     if (tries++ > 0) args[6] = "1";
     args[8] = conn.run_id;  // of the server this connection reached
     sent = Clock::now();  // the lease is counted from before the request left
-    Reply r = scripts_->run(conn, Script::acquire, keys, args);
+    Reply r;
+    try {
+      r = scripts_->run(conn, Script::acquire, keys, args);
+    } catch (const Error&) {
+      // The request may have left: the server may run it now, or when it answers again.
+      if (conn.broken()) lost = true;
+      throw;
+    }
     if (r->type != REDIS_REPLY_INTEGER) conn.fail("acquire script", r.get());
     return r->integer;
   });
@@ -178,7 +194,11 @@ void RedisBackend::note_busy(std::string_view name) {
   }
 }
 
-void RedisBackend::abandon(const spi::AttemptRequest& req) noexcept {
+void RedisBackend::abandon(const spi::AttemptRequest& req, bool lost) noexcept {
+  // A request whose reply was lost may still wait in the server (stalled: DEBUG SLEEP, a slow
+  // script of another client, a VM pause) and run when it answers again, after an abandon
+  // sent now on another connection. The clean-up thread orders them (clean_up_loop).
+  if (lost) return hand_over(req);
   try {
     const std::string hash = lock_key(options_.prefix, req.name);
     const std::string lease = ms_text(req.lease);
@@ -187,8 +207,94 @@ void RedisBackend::abandon(const spi::AttemptRequest& req) noexcept {
     const std::string_view args[] = {req.waiter_id, req.owner_key,
                                      req.mode == LockMode::shared ? "s" : "x", lease, heartbeat};
     with_retry([&](Connection& conn) { return scripts_->run(conn, Script::abandon, keys, args); });
+  } catch (const Error& e) {
+    // The server did not answer (or closed twice): the clean-up thread tries again. Other
+    // refusals are left to the heartbeat deadline (the entry) and the lease (a stray grant).
+    if (e.code() == ErrorCode::unavailable) hand_over(req);
   } catch (...) {
-    // Best effort: the heartbeat deadline drops the entry, the lease ends a stray grant.
+  }
+}
+
+void RedisBackend::hand_over(const spi::AttemptRequest& req) noexcept {
+  try {
+    const auto now = Clock::now();
+    Undo u{std::string(req.name), std::string(req.owner_key), std::string(req.waiter_id), req.mode, req.lease,
+           now, now + req.lease};
+    std::lock_guard lock(undo_mu_);
+    if (stopping_) return;
+    undos_.push_back(std::move(u));
+    if (!undo_thread_.joinable()) undo_thread_ = std::thread([this] { clean_up_loop(); });
+  } catch (...) {
+    // No memory or no thread: the lease ends a stray grant, the heartbeat a queue entry.
+    return;
+  }
+  undo_cv_.notify_one();
+}
+
+// Why a PING first: the server runs the requests of one event-loop pass before it writes their
+// replies, and it reads every connection that had data when the pass began. A lost request
+// left before its timeout was noticed, so before this PING: it is run in the pass that
+// answers the PING or in an earlier one, never later (unless the network itself held it back,
+// which a loopback or LAN does not for seconds). The abandon, sent only once the PING's reply
+// is here, is run in a later pass: after the lost request, whatever it did.
+void RedisBackend::barrier_abandon(const Undo& u) {
+  const std::string hash = lock_key(options_.prefix, u.name);
+  const std::string lease = ms_text(u.lease);
+  const std::string heartbeat = ms_text(options_.fair_heartbeat);
+  const std::string_view keys[] = {hash};
+  const std::string_view args[] = {u.waiter_id, u.owner_key, u.mode == LockMode::shared ? "s" : "x", lease,
+                                   heartbeat};
+  auto conn = pool_.take();
+  const std::string_view ping[] = {"PING"};
+  Reply p = conn->command(ping);
+  if (p->type == REDIS_REPLY_ERROR) conn->fail("ping", p.get());
+  Reply r = scripts_->run(*conn, Script::abandon, keys, args);
+  if (r->type != REDIS_REPLY_INTEGER) conn->fail("abandon script", r.get());
+}
+
+// Runs each handed-over abandon until it gets through. It gives up one lease after it was
+// handed over, or after the server last timed out (a server that did not answer may still
+// run the lost request when it does; one that closed or refused the connection dropped it
+// with the connection): a grant made then has expired by itself.
+void RedisBackend::clean_up_loop() noexcept {
+  constexpr milliseconds kFirstRetry{50}, kMaxRetry{1000};
+  std::unique_lock lock(undo_mu_);
+  while (!stopping_) {
+    if (undos_.empty()) {
+      undo_cv_.wait(lock);
+      continue;
+    }
+    auto next = std::min_element(undos_.begin(), undos_.end(),
+                                 [](const Undo& a, const Undo& b) { return a.next_try < b.next_try; });
+    if (next->next_try > Clock::now()) {
+      undo_cv_.wait_until(lock, next->next_try);
+      continue;
+    }
+    Undo u = std::move(*next);
+    undos_.erase(next);
+    lock.unlock();
+    bool done = false;
+    bool no_answer = false;
+    try {
+      barrier_abandon(u);
+      done = true;
+    } catch (const Error& e) {
+      // (errors.cpp words every timeout so: a reply, a send, a connect.)
+      no_answer = e.code() == ErrorCode::unavailable &&
+                  e.message().find("timed out") != std::string::npos;
+    } catch (...) {
+    }
+    lock.lock();
+    if (done) continue;
+    const auto now = Clock::now();
+    if (no_answer) u.give_up = std::max(u.give_up, now + u.lease);
+    if (now >= u.give_up) continue;
+    u.backoff = std::clamp(u.backoff * 2, kFirstRetry, kMaxRetry);
+    u.next_try = now + u.backoff;
+    try {
+      undos_.push_back(std::move(u));
+    } catch (...) {
+    }
   }
 }
 

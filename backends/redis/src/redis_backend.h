@@ -2,9 +2,12 @@
 // reentrancy, the wait loop and the watchdog). See backends/redis/README.md.
 #pragma once
 
+#include <condition_variable>
+#include <deque>
 #include <memory>
 #include <mutex>
 #include <string>
+#include <thread>
 #include <unordered_set>
 #include <vector>
 
@@ -56,12 +59,14 @@ class RedisBackend : public spi::Backend {
 
  private:
   friend class RedisAcquisition;
-  // One EVALSHA of lua/acquire.lua (retried once on a fresh connection after a transport
-  // failure). `may_hold`: this owner may already hold the lock (ARGV[8]). Returns the
-  // script's answer (token > 0, or -(holder's ms left + 1), or 0) and sets `sent` to when the
-  // request that answered left. Throws Error(unavailable) on transport failure or a
-  // transient server refusal (READONLY, OOM, LOADING…).
-  long long run_acquire(const spi::AttemptRequest& req, bool may_hold, Clock::time_point& sent);
+  // One EVALSHA of lua/acquire.lua (retried once on a new connection if the server closed
+  // the connection; not after a timeout). `may_hold`: this owner may already hold the lock
+  // (ARGV[7]). Returns the script's answer (token > 0, or -(holder's ms left + 1), or 0) and
+  // sets `sent` to when the request that answered left. Throws Error(unavailable) on
+  // transport failure or a transient server refusal (READONLY, OOM, LOADING…); sets `lost`
+  // when a request may have reached the server without its reply being read (it may have
+  // run, or still run later: the caller must undo it, see abandon()).
+  long long run_acquire(const spi::AttemptRequest& req, bool may_hold, Clock::time_point& sent, bool& lost);
   // Queues, without sending, CLIENT REPLY SKIP and the acquire script as the first attempt
   // of `req` (a caller that waits), told that nothing reads its reply (ARGV[11]): a grant is
   // pushed to the caller's own grant list, where the BLPOP queued right behind returns it at
@@ -75,9 +80,14 @@ class RedisBackend : public spi::Backend {
   // contended name; elsewhere the plain attempt is cheaper: one script, no BLPOP).
   bool queues_at_once(std::string_view name);
   void note_busy(std::string_view name);
-  // One EVALSHA of lua/abandon.lua. Never throws (best effort: the heartbeat deadline drops
-  // the entry, the lease ends a stray grant).
-  void abandon(const spi::AttemptRequest& req) noexcept;
+  // Undoes what an acquire that was not granted left: one EVALSHA of lua/abandon.lua (the
+  // queue entry, the grant list, a hold of req.owner_key: never granted to the caller, so
+  // nobody's). Never throws, never blocks past one command timeout (twice if the server
+  // closed the connection). `lost`: a request of the acquire may still be on its way or
+  // waiting in the server (its reply was lost): the abandon goes to the clean-up thread at
+  // once, which makes it run after that request (see clean_up_loop). An abandon that fails
+  // is handed to it too.
+  void abandon(const spi::AttemptRequest& req, bool lost) noexcept;
   // The hold granted to `req` by a request sent at `sent`.
   std::shared_ptr<spi::HeldLock> make_held(const spi::AttemptRequest& req, std::uint64_t token,
                                            Clock::time_point sent) const;
@@ -89,6 +99,21 @@ class RedisBackend : public spi::Backend {
   template <class Op>
   auto with_retry(Op&& op);
 
+  // An abandon the clean-up thread still has to run.
+  struct Undo {
+    std::string name, owner_key, waiter_id;
+    LockMode mode;
+    std::chrono::milliseconds lease;
+    Clock::time_point next_try, give_up;
+    std::chrono::milliseconds backoff{0};  // before the next try: 50 ms doubling to 1 s
+  };
+  void hand_over(const spi::AttemptRequest& req) noexcept;
+  // The clean-up thread: runs each Undo (PING, then the abandon, one round trip after the
+  // other) until it gets through or give_up passes.
+  void clean_up_loop() noexcept;
+  // One PING then one abandon on one pooled connection. Throws Error.
+  void barrier_abandon(const Undo& u);
+
   const RedisOptions options_;
   Capabilities caps_;
   ConnectionPool pool_;
@@ -99,6 +124,11 @@ class RedisBackend : public spi::Backend {
   std::vector<std::unique_ptr<Connection>> idle_waits_;  // guarded by wait_mu_
   std::unordered_set<std::string> busy_names_;           // guarded by wait_mu_
   bool client_reply_allowed_ = false;                     // CLIENT REPLY (ACL)
+  std::mutex undo_mu_;
+  std::condition_variable undo_cv_;
+  std::deque<Undo> undos_;  // guarded by undo_mu_
+  bool stopping_ = false;   // guarded by undo_mu_
+  std::thread undo_thread_;  // started with the first Undo
 };
 
 }  // namespace dlock::redis

@@ -4,6 +4,7 @@
 // fencing counters that expire while tokens keep increasing.
 #include <gtest/gtest.h>
 
+#include <optional>
 #include <thread>
 
 #include "dlock/dlock.h"
@@ -288,6 +289,111 @@ TEST_F(RedisHardeningTest, AWaitRidesOutAStalledServer) {
     ADD_FAILURE() << "the wait failed on a transient error: " << e.what();
   }
   stall.join();
+}
+
+// A server that stops answering for `stall` (DEBUG SLEEP: it reads nothing meanwhile, then
+// runs every request that waited in its sockets, those of connections the client dropped
+// too), from `after` on.
+class Stall {
+ public:
+  Stall(const PrivateServer& server, std::chrono::milliseconds stall, std::chrono::milliseconds after = 100ms) {
+    const std::string seconds = std::to_string(static_cast<double>(stall.count()) / 1000.0);
+    thread_ = std::thread([uri = server.uri(), seconds, after] {
+      Raw raw(uri + "?command_timeout=60s");
+      std::this_thread::sleep_for(after);
+      raw.cmd({"DEBUG", "SLEEP", seconds});
+    });
+    std::this_thread::sleep_for(after + 50ms);  // the DEBUG SLEEP has reached the server
+  }
+  ~Stall() { over(); }
+  // Returns when the server answers again.
+  void over() {
+    if (thread_.joinable()) thread_.join();
+  }
+
+ private:
+  std::thread thread_;
+};
+
+// Polls for up to `limit` until `key` is gone; how long that took, or nullopt if it stayed.
+std::optional<std::chrono::milliseconds> gone_within(Raw& raw, const std::string& key,
+                                                     std::chrono::milliseconds limit) {
+  const auto start = Clock::now();
+  for (;;) {
+    if (raw.integer({"EXISTS", key}) == 0) {
+      return std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - start);
+    }
+    if (Clock::now() - start > limit) return std::nullopt;
+    std::this_thread::sleep_for(10ms);
+  }
+}
+
+TEST_F(RedisHardeningTest, ATryOnceAcquireCutOffByAStalledServerLeavesNoHoldBehind) {
+  // The acquire's reply times out (the server is stalled); the server runs the request when
+  // it comes back. The caller was told `unavailable`: the hold that request makes is nobody's
+  // and must be undone, not left to block the lock for its lease.
+  PrivateServer stalling({"--enable-debug-command", "local"});
+  ASSERT_TRUE(stalling.running());
+  Raw raw(stalling.uri());
+  mark_dataset(raw, "dlock:");
+  auto b = std::make_unique<RedisBackend>(
+      parse_options(Uri::parse(stalling.uri() + "?command_timeout=500ms&connect_timeout=500ms")));
+  Stall stall(stalling, 2s);
+  const auto start = Clock::now();
+  {
+    Acquire a(*b, Req{"ph", "c:gone", LockMode::exclusive, 20s});
+    try {
+      a.attempt();
+      ADD_FAILURE() << "the attempt answered during the stall";
+    } catch (const Error& e) {
+      EXPECT_EQ(e.code(), ErrorCode::unavailable) << e.what();
+    }
+    // One command timeout: a server that does not answer is not asked again at once.
+    EXPECT_LT(Clock::now() - start, 900ms) << "the timed-out request was retried";
+  }  // gives up
+  EXPECT_LT(Clock::now() - start, 1000ms) << "giving up blocked on the stalled server";
+  stall.over();
+  const auto left = gone_within(raw, lock_key("ph"), 3s);
+  EXPECT_TRUE(left) << "a hold nobody owns stayed after the stall, PTTL "
+                    << raw.integer({"PTTL", lock_key("ph")}) << " ms";
+  if (left) {
+    EXPECT_LT(*left, 1500ms);
+  }
+  EXPECT_TRUE(grant(*b, "ph", "c:next")) << "the lock is not free after the stall";
+}
+
+TEST_F(RedisHardeningTest, AWaitThatEndsDuringAStallLeavesNothingBehindAndOverrunsOneTimeout) {
+  // A caller that waits 100 ms while the server is stalled: its attempt times out once (not
+  // twice), it gives up while the server still does not answer (so its abandon cannot run
+  // then), and the hold its request makes when the server comes back is undone.
+  PrivateServer stalling({"--enable-debug-command", "local"});
+  ASSERT_TRUE(stalling.running());
+  Raw raw(stalling.uri());
+  mark_dataset(raw, "dlock:");
+  auto p = dlock::open(stalling.uri() + "?command_timeout=500ms&connect_timeout=500ms");
+  ASSERT_TRUE(p->try_lock("warm-up"));
+  Stall stall(stalling, 2500ms);
+  const auto start = Clock::now();
+  try {
+    auto got = p->try_lock("pw", Wait::for_duration(100ms));
+    EXPECT_FALSE(got) << "granted during the stall";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), ErrorCode::unavailable) << e.what();
+  }
+  const auto took = Clock::now() - start;
+  EXPECT_LT(took, 900ms) << "took "
+                         << std::chrono::duration_cast<std::chrono::milliseconds>(took).count()
+                         << " ms for a 100 ms wait with command_timeout=500ms";
+  stall.over();
+  const auto left = gone_within(raw, lock_key("pw"), 3s);
+  EXPECT_TRUE(left) << "a hold nobody owns stayed after the stall, PTTL "
+                    << raw.integer({"PTTL", lock_key("pw")}) << " ms";
+  if (left) {
+    EXPECT_LT(*left, 1500ms);
+  }
+  EXPECT_EQ(raw.integer({"EXISTS", LockKeys("dlock:", "pw").queue}), 0) << "a queue entry stayed";
+  auto other = dlock::open(stalling.uri());
+  EXPECT_TRUE(other->try_lock("pw")) << "the lock is not free after the stall";
 }
 
 // --- 7. fencing counters expire, tokens keep increasing --------------------------------------

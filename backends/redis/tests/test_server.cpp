@@ -86,7 +86,7 @@ bool Acquire::woken(std::chrono::milliseconds within) const {
   return ::poll(&p, 1, static_cast<int>(within.count())) == 1;
 }
 
-PrivateServer::PrivateServer() {
+PrivateServer::PrivateServer(std::vector<std::string> extra_args) : extra_args_(std::move(extra_args)) {
   char tmpl[] = "/tmp/dlock-redis-test-XXXXXX";
   if (::mkdtemp(tmpl) == nullptr) return;
   dir_ = tmpl;
@@ -113,6 +113,7 @@ void PrivateServer::start() {
   std::vector<std::string> argv = {"redis-server", "--port", "0", "--unixsocket", socket_,
                                    "--unixsocketperm", "700", "--save", "", "--appendonly", "no",
                                    "--dir", dir_, "--logfile", log};
+  argv.insert(argv.end(), extra_args_.begin(), extra_args_.end());
   pid_ = ::fork();
   if (pid_ == 0) {
     std::vector<char*> args;

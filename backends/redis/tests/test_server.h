@@ -11,6 +11,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "connection.h"
 #include "redis_backend.h"
@@ -82,7 +83,9 @@ class Acquire {
 // A redis-server of our own on a unix socket in a temp dir; stopped by the destructor.
 class PrivateServer {
  public:
-  PrivateServer();
+  // `extra_args`: more redis-server options (e.g. {"--enable-debug-command", "local"} for
+  // DEBUG SLEEP, Redis >= 7), kept across restart().
+  explicit PrivateServer(std::vector<std::string> extra_args = {});
   ~PrivateServer();
   PrivateServer(const PrivateServer&) = delete;
   PrivateServer& operator=(const PrivateServer&) = delete;
@@ -97,6 +100,7 @@ class PrivateServer {
  private:
   void start();
   void stop();
+  std::vector<std::string> extra_args_;
   std::string dir_;
   std::string socket_;
   pid_t pid_ = -1;
