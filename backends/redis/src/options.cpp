@@ -50,6 +50,14 @@ RedisOptions parse_options(const Uri& uri) {
   if (!o.user.empty() && !o.password) bad(uri, "a Redis user needs a password (user:password@)");
 
   if (auto prefix = params.take_string("prefix")) {
+    // Every key is the prefix and something; without one the data-loss marker would be the
+    // bare key "epoch", which another application may use (dlock would take its value for
+    // data loss, pause, and overwrite it).
+    if (prefix->empty()) {
+      bad(uri, "prefix must not be empty (it keeps dlock's keys apart from the database's other "
+               "keys: the data-loss marker would be the bare key \"epoch\"); leave prefix= out for "
+               "the default dlock:");
+    }
     if (prefix->find_first_of("{}") != std::string::npos) {
       bad(uri, "prefix must not contain '{' or '}' (they would break the keys' hash tag)");
     }

@@ -112,6 +112,16 @@ TEST(RedisOptions, BadInputIsInvalidArgument) {
   }
 }
 
+TEST(RedisOptions, AnEmptyPrefixIsRefused) {
+  // Without a prefix the data-loss marker is the bare key "epoch": another application's
+  // key, which dlock would read as data loss and overwrite.
+  std::string message;
+  EXPECT_EQ(code_of("redis://h?prefix=", &message), ErrorCode::invalid_argument);
+  EXPECT_NE(message.find("prefix"), std::string::npos) << message;
+  EXPECT_NE(message.find("empty"), std::string::npos) << message;
+  EXPECT_EQ(parse("redis://h?prefix=a").prefix, "a");
+}
+
 TEST(RedisOptions, AHeartbeatLongerThanHalfTheLeaseIsRefused) {
   // A dead waiter must not hold up the queue longer than a dead holder holds the lock.
   std::string message;
