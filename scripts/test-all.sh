@@ -314,7 +314,13 @@ if [[ "${DLOCK_SKIP_CLANG:-0}" == 1 ]]; then
   skip "TSan core tests" "DLOCK_SKIP_CLANG=1"
 else
   if side_passed clang; then
-    run_ctest "$build_clang" "ctest ASan/UBSan: unit tests (-j$jobs)" -L unit -LE "$server_labels" -j"$jobs"
+    # The fork tests run in step 4 only: clang 14's ASan allocator is not fork-safe (a parent
+    # thread allocating at fork() leaves its lock held, and the child's first allocation
+    # hangs: seen in 1 of 6 runs, the child blocked in SizeClassAllocator64), while glibc's
+    # malloc, which the other builds use, is.
+    echo "ctest ASan/UBSan: Fork.* and FileFork.* left out (clang 14's ASan allocator is not fork-safe)"
+    run_ctest "$build_clang" "ctest ASan/UBSan: unit tests (-j$jobs)" -L unit -LE "$server_labels" \
+      -E '^(Fork|FileFork)\.' -j"$jobs"
   fi
   # --- 7. TSan: core tests. Run directly: ctest would also list the tests of targets the
   # TSan build leaves out.
