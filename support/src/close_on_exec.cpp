@@ -12,7 +12,7 @@
 namespace dlock::support {
 namespace {
 
-// Calls f(fd) for every descriptor above stdio open now (not the listing's own).
+// Calls f(fd) for every descriptor open now, stdio included (not the listing's own).
 template <typename F>
 void each_descriptor(F f) {
   DIR* dir = ::opendir("/proc/self/fd");  // glibc opens it close-on-exec
@@ -21,7 +21,7 @@ void each_descriptor(F f) {
   while (const dirent* e = ::readdir(dir)) {
     int fd = -1;
     const char* end = e->d_name + std::strlen(e->d_name);
-    if (std::from_chars(e->d_name, end, fd).ptr != end || fd <= 2 || fd == own) continue;
+    if (std::from_chars(e->d_name, end, fd).ptr != end || fd == own) continue;  // ".", ".."
     f(fd);
   }
   ::closedir(dir);

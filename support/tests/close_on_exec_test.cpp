@@ -33,6 +33,28 @@ TEST(CloseOnExec, NewDescriptorsAreMarkedAndEarlierOnesLeftAlone) {
   for (int fd : {earlier[0], earlier[1], opened[0], opened[1]}) ::close(fd);
 }
 
+// Started with stdin closed, a process's next descriptor is 0: one a library opens there is
+// marked like any other (dlock run would otherwise hand it to CMD as its stdin).
+TEST(CloseOnExec, ALibrarysDescriptorInAStdioSlotIsMarkedToo) {
+  const int saved_stdin = ::fcntl(0, F_DUPFD_CLOEXEC, 3);
+  ::close(0);
+  const std::vector<int> before = inheritable_descriptors();
+  EXPECT_FALSE(listed(before, 0));
+  int opened[2];
+  ASSERT_EQ(::pipe(opened), 0);
+  EXPECT_EQ(opened[0], 0);
+  close_new_descriptors_on_exec(before);
+  EXPECT_TRUE(close_on_exec(opened[0]));
+  EXPECT_TRUE(close_on_exec(opened[1]));
+  ::close(opened[1]);
+  if (saved_stdin >= 0) {
+    ::dup2(saved_stdin, 0);  // the copy dup2 makes is inheritable again, as stdin was
+    ::close(saved_stdin);
+  } else {
+    ::close(0);
+  }
+}
+
 TEST(CloseOnExec, SocketsToTheServerAreMarkedOthersAreNot) {
   const int listener = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
   sockaddr_in server{};

@@ -16,8 +16,8 @@
 #include "child.h"
 #include "default_uri.h"
 #include "dlock/dlock.h"
+#include "dlock/support/close_on_exec.h"
 #include "exit_codes.h"
-#include "inherited_fds.h"
 #include "signals.h"
 
 extern char** environ;
@@ -116,7 +116,8 @@ std::chrono::milliseconds guard_grace(const RunArgs& args, const Capabilities& c
   return std::min(args.grace, caps.default_lease / 2);
 }
 
-int run_with_signals(const RunArgs& args, SignalFd& signals, const InheritedFds& inherited) {
+// `inherited`: the descriptors dlock was started with (support::inheritable_descriptors()).
+int run_with_signals(const RunArgs& args, SignalFd& signals, const std::vector<int>& inherited) {
   const std::string shown = printable(args.name);
   EventFd lost;  // outlives the lease, whose on_lost callback raises it
   std::shared_ptr<ILockProvider> provider = dlock::open(resolve_uri(args.uri));
@@ -157,7 +158,7 @@ int run_with_signals(const RunArgs& args, SignalFd& signals, const InheritedFds&
   }
   lease->on_lost([&lost] { lost.notify(); });
 
-  inherited.close_others_on_exec();  // CMD and its guard get none of the lock service's
+  support::close_new_descriptors_on_exec(inherited);  // CMD and its guard get none of the lock service's
   pid_t pid = spawn_command(args.command, child_environment(*lease, provider->uri()), signals.original_mask());
   if (pid < 0) {
     release_quietly(*lease, shown);
@@ -200,7 +201,8 @@ int run_with_signals(const RunArgs& args, SignalFd& signals, const InheritedFds&
 
 int run_locked(const RunArgs& args) {
   try {
-    const InheritedFds inherited;  // before dlock opens any descriptor of its own
+    // Listed before dlock opens any descriptor of its own.
+    const std::vector<int> inherited = support::inheritable_descriptors();
     SignalFd signals;  // first thread-wise: every thread dlock starts inherits the blocked mask
     return run_with_signals(args, signals, inherited);
   } catch (const Error& e) {

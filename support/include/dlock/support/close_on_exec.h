@@ -4,7 +4,8 @@
 // the ZooKeeper client its wake-up pipe) without O_CLOEXEC. A service that holds a lock and
 // starts a helper with fork + exec (system(), posix_spawn) would hand the helper those
 // descriptors: a session lock would then live as long as the helper, which could also write
-// into the connection. The backends mark them close-on-exec as soon as they exist. A
+// into the connection. The backends mark them close-on-exec as soon as they exist, and
+// `dlock run` marks every descriptor it was not started with before it spawns CMD. A
 // descriptor a library opens is exposed from its creation until it is marked (a fork + exec
 // by another thread in that window still inherits it).
 #pragma once
@@ -18,8 +19,9 @@ namespace dlock::support {
 // Marks `fd` close-on-exec. Returns false if it could not (a closed fd). Never throws.
 bool set_close_on_exec(int fd) noexcept;
 
-// The descriptors above stdio that an exec would keep now (no FD_CLOEXEC), sorted; empty
-// when /proc/self/fd cannot be read.
+// The descriptors that an exec would keep now (no FD_CLOEXEC), stdio included, sorted; empty
+// when /proc/self/fd cannot be read. (A library may get fd 0-2 when the process was started
+// with stdio closed: those are marked like any other.)
 std::vector<int> inheritable_descriptors();
 
 // Marks close-on-exec every inheritable descriptor open now that is not in `before` (taken
