@@ -200,13 +200,9 @@ void RedisBackend::abandon(const spi::AttemptRequest& req, bool lost) noexcept {
   // sent now on another connection. The clean-up thread orders them (clean_up_loop).
   if (lost) return hand_over(req);
   try {
-    const std::string hash = lock_key(options_.prefix, req.name);
-    const std::string lease = ms_text(req.lease);
-    const std::string_view keys[] = {hash};
-    const std::string heartbeat = ms_text(options_.fair_heartbeat);
-    const std::string_view args[] = {req.waiter_id, req.owner_key,
-                                     req.mode == LockMode::shared ? "s" : "x", lease, heartbeat};
-    with_retry([&](Connection& conn) { return scripts_->run(conn, Script::abandon, keys, args); });
+    with_retry([&](Connection& conn) {
+      return run_abandon(conn, req.name, req.waiter_id, req.owner_key, req.mode, req.lease);
+    });
   } catch (const Error& e) {
     // The server did not answer (or closed twice): the clean-up thread tries again. Other
     // refusals are left to the heartbeat deadline (the entry) and the lease (a stray grant).
@@ -238,18 +234,23 @@ void RedisBackend::hand_over(const spi::AttemptRequest& req) noexcept {
 // which a loopback or LAN does not for seconds). The abandon, sent only once the PING's reply
 // is here, is run in a later pass: after the lost request, whatever it did.
 void RedisBackend::barrier_abandon(const Undo& u) {
-  const std::string hash = lock_key(options_.prefix, u.name);
-  const std::string lease = ms_text(u.lease);
-  const std::string heartbeat = ms_text(options_.fair_heartbeat);
-  const std::string_view keys[] = {hash};
-  const std::string_view args[] = {u.waiter_id, u.owner_key, u.mode == LockMode::shared ? "s" : "x", lease,
-                                   heartbeat};
   auto conn = pool_.take();
   const std::string_view ping[] = {"PING"};
   Reply p = conn->command(ping);
   if (p->type == REDIS_REPLY_ERROR) conn->fail("ping", p.get());
-  Reply r = scripts_->run(*conn, Script::abandon, keys, args);
+  Reply r = run_abandon(*conn, u.name, u.waiter_id, u.owner_key, u.mode, u.lease);
   if (r->type != REDIS_REPLY_INTEGER) conn->fail("abandon script", r.get());
+}
+
+Reply RedisBackend::run_abandon(Connection& conn, std::string_view name, std::string_view waiter_id,
+                                std::string_view owner_key, LockMode mode, milliseconds lease) {
+  const std::string hash = lock_key(options_.prefix, name);
+  const std::string lease_text = ms_text(lease);
+  const std::string heartbeat = ms_text(options_.fair_heartbeat);
+  const std::string_view keys[] = {hash};
+  const std::string_view args[] = {waiter_id, owner_key, mode == LockMode::shared ? "s" : "x", lease_text,
+                                   heartbeat};
+  return scripts_->run(conn, Script::abandon, keys, args);
 }
 
 // Runs each handed-over abandon until it gets through. It gives up one lease after it was

@@ -113,6 +113,10 @@ class RedisBackend : public spi::Backend {
   void clean_up_loop() noexcept;
   // One PING then one abandon on one pooled connection. Throws Error.
   void barrier_abandon(const Undo& u);
+  // One EVALSHA of lua/abandon.lua on `conn` for the acquire of `name` by `owner_key` with
+  // `waiter_id` (what abandon() and barrier_abandon() send). Throws Error on transport failure.
+  Reply run_abandon(Connection& conn, std::string_view name, std::string_view waiter_id,
+                    std::string_view owner_key, LockMode mode, std::chrono::milliseconds lease);
 
   const RedisOptions options_;
   Capabilities caps_;
