@@ -2,7 +2,6 @@
 // longer than the backend's declared bound.
 #include <signal.h>
 
-#include <sstream>
 #include <thread>
 
 #include "framework/conformance_test.h"
@@ -26,11 +25,11 @@ void record_dead_holder(SafetyChecker& c, const std::string& n, const Taker::Acq
   c.record(h);
 }
 
-// A process the test did not start directly (a taker's child): SIGKILLed when this goes.
+// A taker's helper process (not this process's child): SIGKILLed when this goes.
 struct StrayProcess {
-  pid_t pid = -1;
+  Taker::Spawned spawned;
   ~StrayProcess() {
-    if (pid > 0) ::kill(pid, SIGKILL);
+    if (spawned.pid > 0) ::kill(spawned.pid, SIGKILL);
   }
 };
 
@@ -83,19 +82,15 @@ TEST_P(Crash, SigkillOfAHolderWhoseHelperProcessLivesOnFreesTheLock) {
   Taker taker(env().uri());
   auto theirs = taker.acquire(n, milliseconds(0));
   ASSERT_TRUE(theirs);
-  std::istringstream spawned(taker.command("spawn", std::chrono::seconds(10)));
-  std::string word, inherited;
-  StrayProcess helper;
-  spawned >> word >> helper.pid >> inherited;
-  ASSERT_EQ(word, "spawned");
-  ASSERT_GT(helper.pid, 0);
+  const StrayProcess helper{taker.spawn()};
   const auto bound = p->capabilities().crash_release_bound;
   const auto start = Clock::now();
   const auto died = taker.kill9();
   record_dead_holder(checker(), n, *theirs, died);
   auto ours = track(*p, n, Wait::for_duration(bound + tol()));
-  ASSERT_TRUE(ours) << "the holder's helper process (pid " << helper.pid << ") kept the lock past the declared "
-                    << bound.count() << " ms; it inherited these descriptors: " << inherited;
+  ASSERT_TRUE(ours) << "the holder's helper process (pid " << helper.spawned.pid
+                    << ") kept the lock past the declared " << bound.count()
+                    << " ms; it inherited these descriptors: " << helper.spawned.inherited;
   EXPECT_LE(ms_since(start), (bound + tol()).count());
   std::cout << "[conformance] " << ctx().backend << " lock free " << ms_since(start)
             << " ms after SIGKILL of a holder whose helper lives on (declared bound " << bound.count() << " ms)\n";
@@ -115,12 +110,8 @@ TEST_P(Crash, AHelperProcessOfTheHolderInheritsNoneOfTheProvidersDescriptors) {
   // A wait too, so that whatever a waiter opens (a waiter connection, a subscription, a
   // watch) is open when the helper starts.
   EXPECT_FALSE(taker.acquire(busy, milliseconds(200), milliseconds(0), false));
-  std::istringstream spawned(taker.command("spawn", std::chrono::seconds(10)));
-  std::string word, inherited;
-  StrayProcess helper;
-  spawned >> word >> helper.pid >> inherited;
-  ASSERT_EQ(word, "spawned");
-  EXPECT_EQ(inherited, "-") << "descriptors of the provider a helper process inherited";
+  const StrayProcess helper{taker.spawn()};
+  EXPECT_EQ(helper.spawned.inherited, "-") << "descriptors of the provider a helper process inherited";
 }
 
 TEST_P(Crash, KilledWaiterDoesNotBlockTheLockForLong) {

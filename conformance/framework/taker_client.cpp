@@ -156,6 +156,16 @@ void Taker::abandon() {
   reap();
 }
 
+Taker::Spawned Taker::spawn() {
+  const auto answer = command("spawn", std::chrono::seconds(10));
+  std::istringstream in(answer);
+  std::string word;
+  Spawned s;
+  in >> word >> s.pid >> s.inherited;
+  if (word != "spawned" || s.pid <= 0) throw std::runtime_error("taker: " + answer);
+  return s;
+}
+
 std::int64_t Taker::kill9() {
   const auto at = now_ns();
   if (pid_ > 0) {

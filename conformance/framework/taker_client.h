@@ -43,6 +43,15 @@ class Taker {
                  std::chrono::milliseconds timeout);
   // The child exits without releasing.
   void abandon();
+  // The taker starts `sleep 600` as a service starts a helper (fork + exec, no descriptor
+  // closed). Its pid (the caller kills it: it is not this process's child), and the
+  // descriptors it inherited that the taker did not inherit itself ("fd=target,...", or "-").
+  struct Spawned {
+    pid_t pid = -1;
+    std::string inherited;
+  };
+  // Throws std::runtime_error for another reply than "spawned".
+  Spawned spawn();
   // SIGKILL, reaped. Returns the time the signal was sent.
   std::int64_t kill9();
   pid_t pid() const noexcept { return pid_; }
