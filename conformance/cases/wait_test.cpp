@@ -14,7 +14,18 @@ DLOCK_CONFORMANCE_SUITE(Waits);
 
 namespace {
 constexpr milliseconds kWait{200};
+
+// Sorts `samples`, prints "<backend> <what>: p50 <x> <unit>, max <y> <unit>" and returns the
+// p50 (the sample at size/2).
+long long print_median(const std::string& backend, const char* what, std::vector<long long>& samples,
+                       const char* unit) {
+  std::sort(samples.begin(), samples.end());
+  const long long p50 = samples[samples.size() / 2];
+  std::cout << "[conformance] " << backend << " " << what << ": p50 " << p50 << " " << unit << ", max "
+            << samples.back() << " " << unit << "\n";
+  return p50;
 }
+}  // namespace
 
 TEST_P(Waits, TryOnceReturnsAtOnce) {
   auto holder = open();
@@ -197,10 +208,8 @@ TEST_P(Waits, PushWakeupHandsOffWithoutPolling) {
     ASSERT_TRUE(got) << "hand-off " << i;
     us.push_back((got_at - released_at) / 1000);
   }
-  std::sort(us.begin(), us.end());
-  std::cout << "[conformance] " << ctx().backend << " hand-off latency: p50 " << us[10] << " us, max "
-            << us.back() << " us\n";
-  EXPECT_LE(us[10], 20000) << "median hand-off " << us[10] << " us: the waiter is polling, not woken";
+  const long long p50 = print_median(ctx().backend, "hand-off latency", us, "us");
+  EXPECT_LE(p50, 20000) << "median hand-off " << p50 << " us: the waiter is polling, not woken";
 }
 
 TEST_P(Waits, FailedTryOnceLeavesNothingBehind) {
@@ -260,11 +269,8 @@ TEST_P(Waits, ShortWaitsEndOnTime) {
     EXPECT_LE(took, (wait + tol()).count());
     overshoot_ms.push_back(took - wait.count());
   }
-  std::sort(overshoot_ms.begin(), overshoot_ms.end());
-  std::cout << "[conformance] " << ctx().backend << " wait overshoot: p50 " << overshoot_ms[4] << " ms, max "
-            << overshoot_ms.back() << " ms\n";
-  EXPECT_LE(overshoot_ms[4], 30) << "median overshoot " << overshoot_ms[4]
-                                 << " ms: the wait ends at a poll, not at its deadline";
+  const long long p50 = print_median(ctx().backend, "wait overshoot", overshoot_ms, "ms");
+  EXPECT_LE(p50, 30) << "median overshoot " << p50 << " ms: the wait ends at a poll, not at its deadline";
 }
 
 TEST_P(Waits, CancelEndsTheWaitPromptly) {
@@ -296,11 +302,9 @@ TEST_P(Waits, CancelEndsTheWaitPromptly) {
     delay_ms.push_back((returned_ns.load() - cancelled_ns) / 1'000'000);
     EXPECT_LE(delay_ms.back(), tol().count()) << "cancel took too long to end the wait";
   }
-  std::sort(delay_ms.begin(), delay_ms.end());
-  std::cout << "[conformance] " << ctx().backend << " cancel delay: p50 " << delay_ms[4] << " ms, max "
-            << delay_ms.back() << " ms\n";
-  EXPECT_LE(delay_ms[4], 30) << "median delay " << delay_ms[4]
-                             << " ms after cancel: the waiter notices it at a poll, not when it happens";
+  const long long p50 = print_median(ctx().backend, "cancel delay", delay_ms, "ms");
+  EXPECT_LE(p50, 30) << "median delay " << p50
+                     << " ms after cancel: the waiter notices it at a poll, not when it happens";
 }
 
 }  // namespace dlock::conformance
