@@ -32,7 +32,7 @@ done
 # sources a unit test compiles de_DE from (Duration.IgnoresTheProcessLocale).
 build_pkgs=(g++ clang-14 cmake make pkg-config libssl-dev libhiredis-dev libfmt-dev libcli11-dev liburiparser-dev
             libgtest-dev libgmock-dev libbenchmark-dev netcat-openbsd python3 locales ccache
-            libmysqlcppconn-dev libzookeeper-mt-dev libpq-dev)
+            libmysqlcppconn-dev libzookeeper-mt-dev libzookeeper-st2 libpq-dev)
 # zookeeper depends on default-jre; default-jre-headless is what the JVM needs to run it here.
 # redis-tools, mariadb-client and postgresql-client come in with their servers.
 server_pkgs=(redis-server mariadb-server zookeeper default-jre-headless postgresql)

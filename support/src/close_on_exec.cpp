@@ -2,7 +2,6 @@
 
 #include <dirent.h>
 #include <fcntl.h>
-#include <netinet/in.h>
 #include <sys/stat.h>
 
 #include <algorithm>
@@ -32,22 +31,6 @@ bool inheritable(int fd) noexcept {
   return flags >= 0 && (flags & FD_CLOEXEC) == 0;
 }
 
-// The same IPv4/IPv6 address and port (padding and IPv6 flow labels aside).
-bool same_endpoint(const sockaddr_storage& a, const sockaddr* b, socklen_t b_length) noexcept {
-  if (a.ss_family != b->sa_family) return false;
-  if (a.ss_family == AF_INET && b_length >= sizeof(sockaddr_in)) {
-    const auto& x = reinterpret_cast<const sockaddr_in&>(a);
-    const auto* y = reinterpret_cast<const sockaddr_in*>(b);
-    return x.sin_port == y->sin_port && x.sin_addr.s_addr == y->sin_addr.s_addr;
-  }
-  if (a.ss_family == AF_INET6 && b_length >= sizeof(sockaddr_in6)) {
-    const auto& x = reinterpret_cast<const sockaddr_in6&>(a);
-    const auto* y = reinterpret_cast<const sockaddr_in6*>(b);
-    return x.sin6_port == y->sin6_port && std::memcmp(&x.sin6_addr, &y->sin6_addr, sizeof x.sin6_addr) == 0;
-  }
-  return false;
-}
-
 }  // namespace
 
 bool set_close_on_exec(int fd) noexcept {
@@ -72,18 +55,6 @@ void close_new_descriptors_on_exec(const std::vector<int>& before) noexcept {
     }
   } catch (...) {  // std::bad_alloc: nothing marked, as without /proc
   }
-}
-
-void close_sockets_to_on_exec(const sockaddr* peer, socklen_t length) noexcept {
-  if (peer == nullptr || length == 0) return;
-  each_descriptor([&](int fd) {
-    struct stat st {};
-    if (::fstat(fd, &st) != 0 || !S_ISSOCK(st.st_mode) || !inheritable(fd)) return;
-    sockaddr_storage other{};
-    socklen_t other_length = sizeof other;
-    if (::getpeername(fd, reinterpret_cast<sockaddr*>(&other), &other_length) != 0) return;
-    if (same_endpoint(other, peer, length)) set_close_on_exec(fd);
-  });
 }
 
 }  // namespace dlock::support

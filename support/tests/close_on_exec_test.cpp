@@ -1,11 +1,9 @@
-// close_on_exec.h: a library's new descriptors and sockets to a server are marked
+// close_on_exec.h: a library's new descriptors are marked
 // close-on-exec, and nothing else is.
 #include "dlock/support/close_on_exec.h"
 
-#include <arpa/inet.h>
 #include <fcntl.h>
 #include <gtest/gtest.h>
-#include <netinet/in.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -53,25 +51,6 @@ TEST(CloseOnExec, ALibrarysDescriptorInAStdioSlotIsMarkedToo) {
   } else {
     ::close(0);
   }
-}
-
-TEST(CloseOnExec, SocketsToTheServerAreMarkedOthersAreNot) {
-  const int listener = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  sockaddr_in server{};
-  server.sin_family = AF_INET;
-  server.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  socklen_t length = sizeof server;
-  ASSERT_EQ(::bind(listener, reinterpret_cast<sockaddr*>(&server), length), 0);
-  ASSERT_EQ(::listen(listener, 4), 0);
-  ASSERT_EQ(::getsockname(listener, reinterpret_cast<sockaddr*>(&server), &length), 0);
-  const int to_server = ::socket(AF_INET, SOCK_STREAM, 0);
-  ASSERT_EQ(::connect(to_server, reinterpret_cast<sockaddr*>(&server), length), 0);
-  const int accepted = ::accept(listener, nullptr, nullptr);  // its peer is to_server's end
-  ASSERT_GE(accepted, 0);
-  close_sockets_to_on_exec(reinterpret_cast<sockaddr*>(&server), length);
-  EXPECT_TRUE(close_on_exec(to_server));
-  EXPECT_FALSE(close_on_exec(accepted)) << "a socket to another peer was marked";
-  for (int fd : {listener, to_server, accepted}) ::close(fd);
 }
 
 TEST(CloseOnExec, AClosedDescriptorIsAFalseNotACrash) {

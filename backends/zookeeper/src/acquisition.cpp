@@ -7,6 +7,7 @@
 #include <random>
 #include <set>
 
+#include "c_client.h"
 #include "errors.h"
 #include "held_lock.h"
 #include "names.h"
@@ -15,7 +16,7 @@
 namespace dlock::zookeeper {
 
 // What the watch on our predecessor reported, for the next attempt. Filled from the
-// completion thread; every report also wakes the core's wait loop.
+// driver's thread; every report also wakes the core's wait loop.
 class WaiterSink final : public WatchSink {
  public:
   explicit WaiterSink(std::function<void()> wake) : wake_(std::move(wake)) {}
@@ -165,10 +166,10 @@ spi::Attempt ZkAcquisition::attempt() {
 void ZkAcquisition::make_parent() {
   // The per-name parent is a container: the server removes it once it has been empty for
   // a while, so 10,000 names used once do not leave 10,000 nodes.
-  auto r = client_->await(conn_->create(parent_, ZOO_CONTAINER));
+  auto r = client_->await(conn_->create(parent_, c_client().container));
   if (r && *r == ZNONODE) {  // the root itself was deleted under us: make it again
-    client_->ensure_node(*conn_, client_->options().root(), ZOO_PERSISTENT);
-    r = client_->await(conn_->create(parent_, ZOO_CONTAINER));
+    client_->ensure_node(*conn_, client_->options().root(), c_client().persistent);
+    r = client_->await(conn_->create(parent_, c_client().container));
   }
   if (!r) throw translate_error(conn_->where(), "creating", parent_, kTimedOut);
   if (*r != ZOK && *r != ZNODEEXISTS) throw translate_error(conn_->where(), "creating", parent_, *r);
@@ -181,7 +182,7 @@ spi::Attempt ZkAcquisition::enqueue(int depth) {
   const std::string data(req_.owner_key);
   for (int tries = 0; tries < 4; ++tries) {
     const auto sent = Clock::now();
-    auto c = client_->await(conn_->create_counted(parent_, prefix, data, ZOO_EPHEMERAL_SEQUENTIAL));
+    auto c = client_->await(conn_->create_counted(parent_, prefix, data, c_client().ephemeral_sequential));
     if (!c || is_transport_error(c->rc)) {
       create_unknown_ = true;  // it may have landed: the next attempt (or the destructor) looks
       throw translate_error(conn_->where(), "creating a lock node under", parent_, c ? c->rc : kTimedOut);

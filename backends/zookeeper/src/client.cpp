@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "c_client.h"
 #include "errors.h"
 
 namespace dlock::zookeeper {
@@ -14,7 +15,7 @@ Client::Client(ZkOptions options) : options_(std::move(options)) {
     if (r->rc == ZNONODE) throw missing_chroot();
     if (r->rc != ZOK) throw translate_error(options_.where, "checking the chroot", options_.chroot, r->rc);
   }
-  ensure_node(*c, options_.root(), ZOO_PERSISTENT);
+  ensure_node(*c, options_.root(), c_client().persistent);
 }
 
 Error Client::missing_chroot() const {

@@ -5,7 +5,7 @@
 #include <cstring>
 
 #include "dlock/error.h"
-#include "dlock/support/close_on_exec.h"
+#include "c_client.h"
 #include "errors.h"
 #include "testing.h"
 
@@ -40,10 +40,17 @@ void note_answer(Context& ctx, int rc) {
   if (!is_transport_error(rc)) ctx.conn->answered(ctx.sent);
 }
 
+// Every completion below runs under the client's lock (driver.h): it copies what it needs
+// out of the client's buffers and reports; the report sets the reply.
+template <class T>
+void answer(Ctx<T>& ctx, int rc, T value) {
+  note_answer(ctx, rc);
+  ctx.conn->report([reply = std::move(ctx.reply), value = std::move(value)]() mutable { reply->set(std::move(value)); });
+}
+
 void on_created(int rc, const char*, const void* data) {
   auto ctx = take<int>(data);
-  note_answer(*ctx, rc);
-  ctx->reply->set(rc);
+  answer(*ctx, rc, rc);
 }
 
 // The create-and-count transaction (Conn::create_counted): its operations and the buffers
@@ -68,37 +75,34 @@ void on_counted(int rc, const void* data) {
     r.czxid = ctx->parent.mzxid;
     r.siblings = ctx->parent.numChildren;
   }
-  ctx->reply->set(std::move(r));
+  ctx->conn->report([reply = std::move(ctx->reply), r = std::move(r)]() mutable { reply->set(std::move(r)); });
 }
 
 void on_children(int rc, const String_vector* strings, const void* data) {
   auto ctx = take<ChildrenReply>(data);
-  note_answer(*ctx, rc);
   ChildrenReply r;
   r.rc = rc;
   if (rc == ZOK && strings != nullptr) {
     r.children.reserve(static_cast<std::size_t>(strings->count));
     for (int i = 0; i < strings->count; ++i) r.children.emplace_back(strings->data[i]);
   }
-  ctx->reply->set(std::move(r));
+  answer(*ctx, rc, std::move(r));
 }
 
 void on_void(int rc, const void* data) {
   auto ctx = take<int>(data);
-  note_answer(*ctx, rc);
-  ctx->reply->set(rc);
+  answer(*ctx, rc, rc);
 }
 
 void on_stat(int rc, const Stat* stat, const void* data) {
   auto ctx = take<StatReply>(data);
-  note_answer(*ctx, rc);
   StatReply r;
   r.rc = rc;
   if (rc == ZOK && stat != nullptr) {
     r.czxid = stat->czxid;
     r.owner = stat->ephemeralOwner;
   }
-  ctx->reply->set(r);
+  answer(*ctx, rc, r);
 }
 
 void on_auth(int, const void*) {}
@@ -114,23 +118,28 @@ struct WatchCtx {
   Clock::time_point sent;
 };
 
-void on_watch_set(int rc, const char*, int, const Stat*, const void* data) {
-  std::unique_ptr<WatchCtx> ctx(static_cast<WatchCtx*>(const_cast<void*>(data)));
-  note_answer(*ctx, rc);
+// What the answer to a watch request means for its sink (a report: no client lock held).
+void watch_set(const WatchCtx& ctx, int rc) {
   if (rc == ZOK) {  // the watch is set: the event will come, if anyone still wants it
-    ctx->conn->drop_if_unwatched(ctx->path);
+    ctx.conn->drop_if_unwatched(ctx.path);
     return;
   }
-  auto sink = ctx->sink.lock();
+  auto sink = ctx.sink.lock();
   if (!sink) return;
-  ctx->conn->unwatch(ctx->path, sink.get());
+  ctx.conn->unwatch(ctx.path, sink.get());
   if (rc == ZNONODE) {
-    sink->node_gone(ctx->path);
+    sink->node_gone(ctx.path);
   } else if (is_transport_error(rc)) {
-    sink->watch_failed(ctx->path);
+    sink->watch_failed(ctx.path);
   } else {
-    sink->watch_refused(ctx->path, rc);  // the same request would get the same answer
+    sink->watch_refused(ctx.path, rc);  // the same request would get the same answer
   }
+}
+
+void on_watch_set(int rc, const char*, int, const Stat*, const void* data) {
+  std::shared_ptr<WatchCtx> ctx(static_cast<WatchCtx*>(const_cast<void*>(data)));
+  note_answer(*ctx, rc);
+  ctx->conn->report([ctx, rc] { watch_set(*ctx, rc); });
 }
 
 }  // namespace
@@ -141,14 +150,13 @@ Conn::Conn(const ZkOptions& o, std::uint64_t generation)
       hosts_(o.hosts),
       root_(o.root()),
       where_(o.where) {
+  const CClient& zk = c_client();
   const int timeout_ms = static_cast<int>(o.session_timeout.count());
-  // The C client opens its wake-up pipe (here) and its sockets (on each connect, see
-  // global_watcher) without O_CLOEXEC: keep them out of what the user execs.
-  const std::vector<int> inheritable_before = support::inheritable_descriptors();
   errno = 0;
-  zh_ = zookeeper_init2(o.hosts.c_str(), &Conn::global_watcher, timeout_ms, nullptr, this, 0, &drop_log);
-  support::close_new_descriptors_on_exec(inheritable_before);
-  if (zh_ == nullptr) {
+  // No callback runs before the driver exists: the single-threaded client calls them only
+  // from zookeeper_process, which the driver's thread runs.
+  zhandle_t* zh = zk.init(o.hosts.c_str(), &Conn::global_watcher, timeout_ms, nullptr, this, 0, &drop_log);
+  if (zh == nullptr) {
     const int err = errno;
     if (err == EINVAL) {
       throw Error(ErrorCode::invalid_argument, where_ + ": the client refused the host list (" +
@@ -161,10 +169,16 @@ Conn::Conn(const ZkOptions& o, std::uint64_t generation)
   // i.e. around every request: getaddrinfo (reading /etc/hosts, a netlink socket for
   // AI_ADDRCONFIG) on every lock operation, most of the client's CPU under load. It still
   // resolves after a connection loss; routine re-resolution once a minute is plenty.
-  zoo_set_servers_resolution_delay(zh_, 60000);
+  zk.set_servers_resolution_delay(zh, 60000);
   if (authenticated_) {
     const std::string cert = o.user + ":" + *o.password;
-    zoo_add_auth(zh_, "digest", cert.data(), static_cast<int>(cert.size()), &on_auth, nullptr);
+    zk.add_auth(zh, "digest", cert.data(), static_cast<int>(cert.size()), &on_auth, nullptr);
+  }
+  try {
+    driver_ = std::make_unique<Driver>(zh);
+  } catch (...) {
+    zk.close(zh);  // no eventfd or no thread: nothing was sent on the handle yet
+    throw;
   }
 }
 
@@ -173,12 +187,15 @@ Conn::~Conn() {
     std::lock_guard lk(g_live_mu);
     g_live.erase(this);
   }
-  if (zh_ != nullptr) zookeeper_close(zh_);
+  // First: the reports of what close completes still reach this Conn's members.
+  driver_->close();
 }
+
+void Conn::report(Driver::Report r) { driver_->report(std::move(r)); }
 
 void Conn::register_live(zhandle_t* zh) noexcept {
   try {
-    const clientid_t* id = zoo_client_id(zh);
+    const clientid_t* id = c_client().client_id(zh);
     testing::LiveSession s;
     s.hosts = hosts_;
     s.id = id->client_id;
@@ -212,8 +229,12 @@ bool Conn::wait_connected(Clock::time_point deadline) {
 }
 
 std::int64_t Conn::session_id() const {
-  const clientid_t* id = zoo_client_id(zh_);
-  return id != nullptr ? id->client_id : 0;
+  return driver_->read(
+      [](zhandle_t* zh) {
+        const clientid_t* id = c_client().client_id(zh);
+        return id != nullptr ? static_cast<std::int64_t>(id->client_id) : std::int64_t{0};
+      },
+      std::int64_t{0});
 }
 
 void Conn::answered(Clock::time_point sent) noexcept {
@@ -239,13 +260,14 @@ bool Conn::owns(const std::string& path) const {
 }
 
 const ACL_vector* Conn::acl() const noexcept {
-  return authenticated_ ? &ZOO_CREATOR_ALL_ACL : &ZOO_OPEN_ACL_UNSAFE;
+  return authenticated_ ? c_client().creator_all_acl : c_client().open_acl_unsafe;
 }
 
 std::shared_ptr<Reply<int>> Conn::create(const std::string& path, int mode) {
   auto r = std::make_shared<Reply<int>>();
   auto* ctx = new_ctx(this, r);
-  const int rc = zoo_acreate(zh_, path.c_str(), "", 0, acl(), mode, &on_created, ctx);
+  const int rc = driver_->call(
+      [&](zhandle_t* zh) { return c_client().acreate(zh, path.c_str(), "", 0, acl(), mode, &on_created, ctx); });
   if (rc != ZOK) {
     delete ctx;
     r->set(rc);
@@ -260,11 +282,13 @@ std::shared_ptr<Reply<CountedCreateReply>> Conn::create_counted(const std::strin
   ctx->reply = r;
   ctx->conn = this;
   ctx->path.assign(path.size() + 32, '\0');  // room for the sequence suffix
-  zoo_create_op_init(&ctx->ops[0], path.c_str(), data.data(), static_cast<int>(data.size()), acl(), mode,
-                     ctx->path.data(), static_cast<int>(ctx->path.size()));
-  zoo_set_op_init(&ctx->ops[1], parent.c_str(), "", 0, -1, &ctx->parent);
+  const CClient& zk = c_client();
+  zk.create_op_init(&ctx->ops[0], path.c_str(), data.data(), static_cast<int>(data.size()), acl(), mode,
+                    ctx->path.data(), static_cast<int>(ctx->path.size()));
+  zk.set_op_init(&ctx->ops[1], parent.c_str(), "", 0, -1, &ctx->parent);
   ctx->sent = Clock::now();
-  const int rc = zoo_amulti(zh_, 2, ctx->ops, ctx->results, &on_counted, ctx.get());
+  const int rc =
+      driver_->call([&](zhandle_t* zh) { return zk.amulti(zh, 2, ctx->ops, ctx->results, &on_counted, ctx.get()); });
   if (rc != ZOK) {
     r->set(CountedCreateReply{rc, {}, 0, 0});
   } else {
@@ -276,7 +300,8 @@ std::shared_ptr<Reply<CountedCreateReply>> Conn::create_counted(const std::strin
 std::shared_ptr<Reply<ChildrenReply>> Conn::children(const std::string& path) {
   auto r = std::make_shared<Reply<ChildrenReply>>();
   auto* ctx = new_ctx(this, r);
-  const int rc = zoo_aget_children(zh_, path.c_str(), 0, &on_children, ctx);
+  const int rc =
+      driver_->call([&](zhandle_t* zh) { return c_client().aget_children(zh, path.c_str(), 0, &on_children, ctx); });
   if (rc != ZOK) {
     delete ctx;
     r->set(ChildrenReply{rc, {}});
@@ -287,7 +312,8 @@ std::shared_ptr<Reply<ChildrenReply>> Conn::children(const std::string& path) {
 std::shared_ptr<Reply<int>> Conn::remove(const std::string& path) {
   auto r = std::make_shared<Reply<int>>();
   auto* ctx = new_ctx(this, r);
-  const int rc = zoo_adelete(zh_, path.c_str(), -1, &on_void, ctx);
+  const int rc =
+      driver_->call([&](zhandle_t* zh) { return c_client().adelete(zh, path.c_str(), -1, &on_void, ctx); });
   if (rc != ZOK) {
     delete ctx;
     r->set(rc);
@@ -298,7 +324,7 @@ std::shared_ptr<Reply<int>> Conn::remove(const std::string& path) {
 std::shared_ptr<Reply<StatReply>> Conn::exists(const std::string& path) {
   auto r = std::make_shared<Reply<StatReply>>();
   auto* ctx = new_ctx(this, r);
-  const int rc = zoo_aexists(zh_, path.c_str(), 0, &on_stat, ctx);
+  const int rc = driver_->call([&](zhandle_t* zh) { return c_client().aexists(zh, path.c_str(), 0, &on_stat, ctx); });
   if (rc != ZOK) {
     delete ctx;
     r->set(StatReply{rc, 0, 0});
@@ -316,7 +342,9 @@ void Conn::watch(const std::string& path, const std::shared_ptr<WatchSink>& sink
     std::erase_if(list, [](const auto& w) { return w.expired(); });
     list.push_back(sink);
     auto* ctx = new WatchCtx{this, path, sink, Clock::now()};
-    rc = zoo_awget(zh_, path.c_str(), &Conn::node_watcher, this, &on_watch_set, ctx);
+    rc = driver_->call([&](zhandle_t* zh) {
+      return c_client().awget(zh, path.c_str(), &Conn::node_watcher, this, &on_watch_set, ctx);
+    });
     if (rc != ZOK) delete ctx;
   }
   if (rc != ZOK) {
@@ -363,8 +391,11 @@ void Conn::remove_server_watch_locked(const std::string& path) noexcept {
   // The header types the completion as a pointer to a void_completion_t; the client stores
   // and calls it as the function pointer itself.
   static const void_completion_t ignore = [](int, const void*) {};
-  zoo_aremove_all_watches(zh_, path.c_str(), ZWATCHTYPE_DATA, 0,
-                          reinterpret_cast<void_completion_t*>(reinterpret_cast<void*>(ignore)), nullptr);
+  driver_->call([&](zhandle_t* zh) {
+    return c_client().aremove_all_watches(zh, path.c_str(), ZWATCHTYPE_DATA, 0,
+                                          reinterpret_cast<void_completion_t*>(reinterpret_cast<void*>(ignore)),
+                                          nullptr);
+  });
 }
 
 void Conn::notify_path(const std::string& path, bool gone) {
@@ -390,35 +421,33 @@ void Conn::notify_path(const std::string& path, bool gone) {
 void Conn::node_watcher(zhandle_t*, int type, int, const char* path, void* ctx) {
   // Per-node watchers also hear every session event (the C client's
   // collect_session_watchers): those are handled by the global watcher alone.
-  if (type == ZOO_SESSION_EVENT || path == nullptr) return;
+  const CClient& zk = c_client();
+  if (type == zk.session_event || path == nullptr) return;
   auto* self = static_cast<Conn*>(ctx);
-  self->notify_path(path, type == ZOO_DELETED_EVENT);
+  self->report([self, p = std::string(path), gone = type == zk.deleted_event] { self->notify_path(p, gone); });
 }
 
 void Conn::global_watcher(zhandle_t* zh, int type, int state, const char*, void* ctx) {
-  if (type != ZOO_SESSION_EVENT) return;
+  const CClient& zk = c_client();
+  if (type != zk.session_event) return;
   auto* self = static_cast<Conn*>(ctx);
-  if (state == ZOO_CONNECTED_STATE) {
-    // `zh`, not zh_: the first CONNECTED may arrive before zookeeper_init2 has returned.
-    self->negotiated_ms_ = zoo_recv_timeout(zh);
-    sockaddr_storage server{};
-    socklen_t length = sizeof server;
-    if (zookeeper_get_connected_host(zh, reinterpret_cast<sockaddr*>(&server), &length) != nullptr) {
-      support::close_sockets_to_on_exec(reinterpret_cast<sockaddr*>(&server), length);
-    }
+  if (state == zk.connected_state) {
+    // Read here, under the client's lock (the socket is marked close-on-exec by the driver).
+    self->negotiated_ms_ = zk.recv_timeout(zh);
     self->register_live(zh);
   }
-  self->on_session_state(state);
+  self->report([self, state] { self->on_session_state(state); });
 }
 
 void Conn::on_session_state(int state) {
-  if (state == ZOO_CONNECTED_STATE) {
+  const CClient& zk = c_client();
+  if (state == zk.connected_state) {
     {
       std::lock_guard lk(mu_);
       connected_ = true;
     }
     cv_.notify_all();
-  } else if (state == ZOO_EXPIRED_SESSION_STATE || state == ZOO_AUTH_FAILED_STATE) {
+  } else if (state == zk.expired_session_state || state == zk.auth_failed_state) {
     expire();
   } else {
     // CONNECTING / ASSOCIATING: the client moves to another member within the session.
@@ -458,15 +487,21 @@ struct DeleteCtx {
   Clock::time_point sent;
 };
 
-void on_guaranteed_delete(int rc, const void* data) {
-  std::unique_ptr<DeleteCtx> ctx(static_cast<DeleteCtx*>(const_cast<void*>(data)));
-  note_answer(*ctx, rc);
-  if (rc == ZOK || rc == ZNONODE || !is_transport_error(rc) || ctx->conn->dead()) return;
+void settle_delete(DeleteCtx& ctx, int rc) {
+  if (rc == ZOK || rc == ZNONODE || !is_transport_error(rc) || ctx.conn->dead()) return;
   // Not settled (connection lost, timeout): again a little later, from the worker.
-  post([conn = std::move(ctx->conn), path = std::move(ctx->path)]() mutable {
+  post([conn = std::move(ctx.conn), path = std::move(ctx.path)]() mutable {
          Conn::guaranteed_delete(std::move(conn), std::move(path));
        },
        Clock::now() + std::chrono::milliseconds(100));
+}
+
+void on_guaranteed_delete(int rc, const void* data) {
+  std::shared_ptr<DeleteCtx> ctx(static_cast<DeleteCtx*>(const_cast<void*>(data)));
+  note_answer(*ctx, rc);
+  // The report owns the context: the session it keeps open is let go outside the lock.
+  Conn* conn = ctx->conn.get();
+  conn->report([ctx = std::move(ctx), rc] { settle_delete(*ctx, rc); });
 }
 
 }  // namespace
@@ -474,9 +509,10 @@ void on_guaranteed_delete(int rc, const void* data) {
 void Conn::guaranteed_delete(std::shared_ptr<Conn> conn, std::string path) {
   if (!conn || conn->dead()) return;  // the node died with its session
   conn->forget_own(path);
-  zhandle_t* zh = conn->zh_;
+  Driver& driver = *conn->driver_;
   auto* ctx = new DeleteCtx{std::move(conn), std::move(path), Clock::now()};
-  const int rc = zoo_adelete(zh, ctx->path.c_str(), -1, &on_guaranteed_delete, ctx);
+  const int rc = driver.call(
+      [&](zhandle_t* zh) { return c_client().adelete(zh, ctx->path.c_str(), -1, &on_guaranteed_delete, ctx); });
   if (rc != ZOK) delete ctx;  // ZINVALIDSTATE: the handle is dead, and the node with it
 }
 

@@ -1,11 +1,12 @@
 // Conn: one ZooKeeper session (one zhandle_t), its asynchronous requests, its node watches
 // and the holds granted on it.
 //
-// Threads: the C client (built -DTHREADED) runs an I/O thread and a completion thread per
-// handle. Completions and watch events run on the completion thread and only fill Replies
-// or notify WatchSinks; callers wait on Replies with their own deadline. A Conn is always
-// owned by a shared_ptr from make_conn(), whose deleter hands zookeeper_close to the worker
-// thread (never the completion thread, never a caller that must not block).
+// Threads: the handle's Driver (driver.h) runs one thread per session, which reads the
+// answers; completions and watch events run there, after the client's lock is released,
+// and only fill Replies or notify WatchSinks; callers send under that lock and wait on
+// Replies with their own deadline. A Conn is always owned by a shared_ptr from make_conn(),
+// whose deleter hands zookeeper_close to the worker thread (never the driver's thread,
+// never a caller that must not block).
 //
 // A Conn never outlives its session: once expired (or auth failed) it is dead for good,
 // every hold on it is marked lost and every watcher is woken; the Client opens a new Conn
@@ -28,6 +29,7 @@
 #include <zookeeper/zookeeper.h>
 
 #include "dlock/spi/session_holds.h"
+#include "driver.h"
 #include "options.h"
 #include "reply.h"
 #include "worker.h"
@@ -50,7 +52,7 @@ struct StatReply {
   std::int64_t owner = 0;  // ephemeralOwner
 };
 
-// Told about one watched node. Calls come from the completion thread: never block.
+// Told about one watched node. Calls come from the driver's thread: never block.
 class WatchSink {
  public:
   virtual ~WatchSink() = default;
@@ -133,6 +135,9 @@ class Conn {
   const ACL_vector* acl() const noexcept;
   const std::string& where() const noexcept { return where_; }
 
+  // For the client's callbacks (run under its lock): `r` runs once the lock is released.
+  void report(Driver::Report r);
+
  private:
   static void global_watcher(zhandle_t*, int type, int state, const char* path, void* ctx);
   static void node_watcher(zhandle_t*, int type, int state, const char* path, void* ctx);
@@ -147,7 +152,7 @@ class Conn {
   const std::string hosts_;
   const std::string root_;
   const std::string where_;
-  zhandle_t* zh_ = nullptr;
+  std::unique_ptr<Driver> driver_;  // the handle; closed first in ~Conn
   std::atomic<bool> connected_{false};
   std::atomic<bool> dead_{false};
   std::atomic<int> negotiated_ms_{0};

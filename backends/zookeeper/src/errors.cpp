@@ -4,6 +4,7 @@
 
 #include <zookeeper/zookeeper.h>
 
+#include "c_client.h"
 #include "names.h"
 
 namespace dlock::zookeeper {
@@ -43,7 +44,7 @@ Error translate_error(std::string_view where, std::string_view doing, std::strin
     return Error(ErrorCode::unavailable, msg + ": no answer within command_timeout");
   }
   msg += ": ";
-  msg += zerror(rc);
+  msg += c_client().error_text(rc);  // loaded: only a session's request has an rc
   msg += " (" + std::to_string(rc) + ")";
   if (is_transport_error(rc)) return Error(ErrorCode::unavailable, msg);
   if (rc == ZNOAUTH || rc == ZAUTHFAILED || rc == ZINVALIDACL) {

@@ -1,5 +1,5 @@
-// Reply: the answer to one asynchronous ZooKeeper request, which the C client's completion
-// thread fills and the caller waits for with its own deadline.
+// Reply: the answer to one asynchronous ZooKeeper request, which the session's driver thread
+// fills (driver.h) and the caller waits for with its own deadline.
 //
 // The wait is a futex on one word, not a mutex and a condition variable: every lock
 // operation waits for at least one reply, and with glibc's condition variable an

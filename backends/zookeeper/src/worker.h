@@ -1,6 +1,6 @@
 // One process-wide background thread for the zookeeper backend's slow or retried work:
 // closing dead session handles (zookeeper_close blocks while it flushes and joins the
-// client's threads, and must never run on the handle's own completion thread) and the
+// handle's driver thread, and must never run on that thread) and the
 // retries of guaranteed deletes. Callers never block on it: a HeldLock destructor, a
 // completion callback and an abandoned acquire all just post.
 #pragma once

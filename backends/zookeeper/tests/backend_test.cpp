@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <arpa/inet.h>
+#include <dlfcn.h>
 #include <netinet/in.h>
 #include <poll.h>
 #include <sys/socket.h>
@@ -72,6 +73,30 @@ TEST(ZkBackend, NodeLayoutAndTokenIsTheNodesCzxid) {
   auto again = p->try_lock("orders/42.x");
   ASSERT_TRUE(again);
   EXPECT_GT(again->fencing_token(), lease->fencing_token());
+}
+
+// The backend loads the single-threaded C client (src/c_client.h), while this binary links
+// the multi-threaded one for its helpers: both builds export the same names, internal ones
+// included, and each must still run its own code (bound to the other's, the backend's first
+// request crashes). Both clients look at the same nodes here, turn about.
+TEST(ZkBackend, RunsBesideTheMultiThreadedClientInOneProcess) {
+  const auto prefix = fresh_prefix();
+  auto zh = raw();
+  auto p = dlock::open(uri_for(prefix));
+  void* mt = dlopen("libzookeeper_mt.so.2", RTLD_NOW | RTLD_NOLOAD);
+  void* st = dlopen("libzookeeper_st.so.2", RTLD_NOW | RTLD_NOLOAD);
+  EXPECT_NE(mt, nullptr) << "this test binary should link the multi-threaded client";
+  EXPECT_NE(st, nullptr) << "the backend should have loaded the single-threaded client";
+  const std::string parent = "/" + prefix + "/" + encode_name("both");
+  for (int i = 0; i < 20; ++i) {
+    auto lease = p->try_lock("both");
+    ASSERT_TRUE(lease);
+    EXPECT_EQ(children(zh.get(), parent).size(), 1u);
+    EXPECT_TRUE(lease->release());
+    EXPECT_TRUE(children(zh.get(), parent).empty());
+  }
+  if (mt != nullptr) dlclose(mt);
+  if (st != nullptr) dlclose(st);
 }
 
 TEST(ZkBackend, AnUncontendedAcquireListsNoChildren) {

@@ -1,7 +1,7 @@
 // Keeping a client library's descriptors out of the processes the user starts.
 //
-// hiredis, Connector/C++ (libmariadb) and the ZooKeeper C client open their sockets (and
-// the ZooKeeper client its wake-up pipe) without O_CLOEXEC. A service that holds a lock and
+// hiredis, Connector/C++ (libmariadb) and the ZooKeeper C client open their sockets without
+// O_CLOEXEC. A service that holds a lock and
 // starts a helper with fork + exec (system(), posix_spawn) would hand the helper those
 // descriptors: a session lock would then live as long as the helper, which could also write
 // into the connection. The backends mark them close-on-exec as soon as they exist, and
@@ -9,8 +9,6 @@
 // descriptor a library opens is exposed from its creation until it is marked (a fork + exec
 // by another thread in that window still inherits it).
 #pragma once
-
-#include <sys/socket.h>
 
 #include <vector>
 
@@ -29,9 +27,5 @@ std::vector<int> inheritable_descriptors();
 // meanwhile by another thread is marked too: harmless, it only stays out of an exec. Never
 // throws.
 void close_new_descriptors_on_exec(const std::vector<int>& before) noexcept;
-
-// Marks close-on-exec every socket of this process connected to `peer` (an address as
-// getpeername() reports it). Never throws.
-void close_sockets_to_on_exec(const sockaddr* peer, socklen_t length) noexcept;
 
 }  // namespace dlock::support
