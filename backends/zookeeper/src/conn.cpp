@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
+#include <thread>
 
 #include "dlock/error.h"
 #include "c_client.h"
@@ -111,6 +112,9 @@ void on_auth(int, const void*) {}
 std::mutex g_live_mu;
 std::map<const Conn*, std::pair<std::string, testing::LiveSession>> g_live;  // root, session
 
+// testing.h: set_pause_after_session_start, in ms.
+std::atomic<long long> g_start_pause_ms{0};
+
 struct WatchCtx {
   Conn* conn;
   std::string path;
@@ -174,12 +178,15 @@ Conn::Conn(const ZkOptions& o, std::uint64_t generation)
     const std::string cert = o.user + ":" + *o.password;
     zk.add_auth(zh, "digest", cert.data(), static_cast<int>(cert.size()), &on_auth, nullptr);
   }
+  std::unique_ptr<Driver> driver;
   try {
-    driver_ = std::make_unique<Driver>(zh);
+    driver = std::make_unique<Driver>(zh);
   } catch (...) {
     zk.close(zh);  // no eventfd or no thread: nothing was sent on the handle yet
     throw;
   }
+  if (const long long ms = g_start_pause_ms.load(); ms > 0) std::this_thread::sleep_for(std::chrono::milliseconds(ms));
+  driver_ = std::move(driver);
 }
 
 Conn::~Conn() {
@@ -216,6 +223,8 @@ std::vector<testing::LiveSession> testing::sessions_under(const std::string& roo
   }
   return out;
 }
+
+void testing::set_pause_after_session_start(std::chrono::milliseconds pause) { g_start_pause_ms = pause.count(); }
 
 std::shared_ptr<Conn> make_conn(const ZkOptions& options, std::uint64_t generation) {
   return std::shared_ptr<Conn>(new Conn(options, generation),

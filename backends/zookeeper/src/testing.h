@@ -6,6 +6,7 @@
 #pragma once
 
 #include <array>
+#include <chrono>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -35,5 +36,10 @@ struct WaitCounters {
   std::uint64_t first_listings = 0;
 };
 WaitCounters wait_counters();
+
+// Makes every session opened from now on pause for `pause` right after its client's thread
+// has started, before its constructor returns (zero: no pause), so that the session's first
+// events (connected, say) arrive while it is still being built.
+void set_pause_after_session_start(std::chrono::milliseconds pause);
 
 }  // namespace dlock::zookeeper::testing

@@ -145,6 +145,25 @@ TEST(ZkBackend, SIsTheNegotiatedTimeoutAlsoWhenTheServerRaisesIt) {
   EXPECT_EQ(caps.crash_release_bound, granted + granted / 2);
 }
 
+// The client's thread may report the session's first event (connected) before the session's
+// constructor has returned: on a busy machine the opening thread can lose the CPU for longer
+// than the server takes to answer. The pause stands in for that.
+TEST(ZkBackend, ASessionWhoseFirstEventComesBeforeItsConstructorEndsWorks) {
+  const auto prefix = fresh_prefix();
+  testing::set_pause_after_session_start(300ms);
+  std::shared_ptr<ILockProvider> p;
+  try {
+    p = dlock::open(uri_for(prefix));
+  } catch (...) {
+    testing::set_pause_after_session_start(0ms);
+    throw;
+  }
+  testing::set_pause_after_session_start(0ms);
+  auto held = p->try_lock("n");
+  ASSERT_TRUE(held);
+  EXPECT_TRUE(held->release());
+}
+
 TEST(ZkBackend, TryOnceWhenBusyLeavesNoNode) {
   const auto prefix = fresh_prefix();
   auto a = dlock::open(uri_for(prefix));
