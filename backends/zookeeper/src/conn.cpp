@@ -156,9 +156,10 @@ Conn::Conn(const ZkOptions& o, std::uint64_t generation)
       where_(o.where) {
   const CClient& zk = c_client();
   const int timeout_ms = static_cast<int>(o.session_timeout.count());
+  // The driver first: the callbacks reach it through driver_, and the single-threaded client
+  // calls them only from zookeeper_process, which the driver's thread runs once started.
+  driver_ = std::make_unique<Driver>();
   errno = 0;
-  // No callback runs before the driver exists: the single-threaded client calls them only
-  // from zookeeper_process, which the driver's thread runs.
   zhandle_t* zh = zk.init(o.hosts.c_str(), &Conn::global_watcher, timeout_ms, nullptr, this, 0, &drop_log);
   if (zh == nullptr) {
     const int err = errno;
@@ -178,15 +179,8 @@ Conn::Conn(const ZkOptions& o, std::uint64_t generation)
     const std::string cert = o.user + ":" + *o.password;
     zk.add_auth(zh, "digest", cert.data(), static_cast<int>(cert.size()), &on_auth, nullptr);
   }
-  std::unique_ptr<Driver> driver;
-  try {
-    driver = std::make_unique<Driver>(zh);
-  } catch (...) {
-    zk.close(zh);  // no eventfd or no thread: nothing was sent on the handle yet
-    throw;
-  }
+  driver_->start(zh);  // no thread: ~Driver closes the handle (nothing was sent on it yet)
   if (const long long ms = g_start_pause_ms.load(); ms > 0) std::this_thread::sleep_for(std::chrono::milliseconds(ms));
-  driver_ = std::move(driver);
 }
 
 Conn::~Conn() {

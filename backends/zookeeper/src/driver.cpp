@@ -33,8 +33,14 @@ void wake(int fd) noexcept {
 
 }  // namespace
 
-Driver::Driver(zhandle_t* zh) : zh_(zh), wake_fd_(make_wake_fd()) {
-  thread_ = std::thread([this] { loop(); });
+Driver::Driver() : wake_fd_(make_wake_fd()) {}
+
+void Driver::start(zhandle_t* zh) {
+  {
+    std::lock_guard lk(mu_);
+    zh_ = zh;
+  }
+  thread_ = std::thread([this] { loop(); });  // on failure, ~Driver closes the handle
 }
 
 Driver::~Driver() {

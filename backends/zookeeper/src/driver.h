@@ -24,8 +24,12 @@ class Driver {
  public:
   using Report = std::function<void()>;
 
-  // Takes over `zh` (a handle fresh from zookeeper_init2) and starts its thread.
-  explicit Driver(zhandle_t* zh);
+  // A driver with no handle yet. Create it before the handle, so that whatever the
+  // client's callbacks reach it through is set before start() lets any callback run.
+  Driver();
+  // Takes over `zh` (a handle fresh from zookeeper_init2) and starts its thread. Once.
+  // Throws std::system_error if the thread cannot start (the handle is then closed).
+  void start(zhandle_t* zh);
   // close(), if not done yet.
   ~Driver();
   Driver(const Driver&) = delete;
@@ -67,7 +71,7 @@ class Driver {
   static void run(std::vector<Report>& reports) noexcept;
 
   std::mutex mu_;                // the client's lock: every use of zh_
-  zhandle_t* zh_;                // guarded by mu_; null once closed
+  zhandle_t* zh_ = nullptr;      // guarded by mu_; null before start() and once closed
   std::vector<Report> reports_;  // guarded by mu_
   int polled_fd_ = -1;           // guarded by mu_: the socket the thread waits on
   int marked_fd_ = -1;           // guarded by mu_: the socket last marked close-on-exec
