@@ -8,6 +8,7 @@
 #include <atomic>
 #include <chrono>
 #include <cstdlib>
+#include <random>
 #include <stdexcept>
 #include <thread>
 
@@ -25,8 +26,11 @@ std::string hosts() {
 }
 
 std::string fresh_prefix() {
+  // The server keeps the nodes of earlier runs (a chroot test's node is persistent), and
+  // process ids come round again: the random part keeps a later run's prefix unused.
+  static const std::string run = std::to_string(::getpid()) + "-" + std::to_string(std::random_device{}() % 1000000);
   static std::atomic<int> n{0};
-  return "zkt-" + std::to_string(::getpid()) + "-" + std::to_string(n++);
+  return "zkt-" + run + "-" + std::to_string(n++);
 }
 
 std::string uri_for(const std::string& prefix, const std::string& extra) {

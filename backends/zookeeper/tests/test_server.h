@@ -20,7 +20,7 @@ using Handle = std::unique_ptr<zhandle_t, HandleCloser>;
 
 // "127.0.0.1:port" of the test server; fails the test (throws) when the variable is unset.
 std::string hosts();
-// A prefix unique to this process and call ("zkt-<pid>-<n>").
+// A prefix unique to this process and call ("zkt-<pid>-<random>-<n>"), also across runs.
 std::string fresh_prefix();
 // zk://<hosts>/?prefix=<prefix>&session_timeout=1s&… plus `extra` ("&k=v…").
 std::string uri_for(const std::string& prefix, const std::string& extra = "");
