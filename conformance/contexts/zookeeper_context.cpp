@@ -209,10 +209,14 @@ class Zk3Env final : public ZkEnv {
   }
 
   // S = 4 s: a leader election (about a second here) must fit inside the session, or a
-  // member loss would rightly be reported as a possible loss of every lock. Requests stay
-  // bounded at 500 ms: one cut by a member loss is retried by the core.
+  // member loss would rightly be reported as a possible loss of every lock. Requests are
+  // bounded at 1 s (one cut by a member loss is retried by the core): three JVMs on a
+  // 2-core CI machine now and then hold a write past 500 ms, the single server's bound
+  // (runs failed "no answer within command_timeout" now and then since session 24, with the
+  // multi-threaded client and with the single-threaded one, each time passing again on the
+  // next run; the members' own latencies, measured under load, stayed under 25 ms).
   std::string timeouts() const override {
-    return "session_timeout=4s&connect_timeout=500ms&command_timeout=500ms";
+    return "session_timeout=4s&connect_timeout=500ms&command_timeout=1s";
   }
   void restart_server() override {
     servers_script("restart zookeeper3");
