@@ -28,7 +28,9 @@ TEST(PgLease, ReleaseWakesTheWaiterThroughNotify) {
   ASSERT_TRUE(held);
   std::optional<Lease> got;
   Clock::time_point granted;
-  std::thread t([&] {
+  // A jthread: if release() throws (the server went away), unwinding joins the waiter and
+  // the test fails with the exception instead of aborting the whole binary.
+  std::jthread t([&] {
     got = q->try_lock("n", Wait::for_duration(10s));
     granted = Clock::now();
   });
