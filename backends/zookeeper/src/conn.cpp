@@ -43,8 +43,8 @@ void note_answer(Context& ctx, int rc) {
 
 // Every completion below runs under the client's lock (driver.h): it copies what it needs
 // out of the client's buffers and reports; the report sets the reply.
-template <class T>
-void answer(Ctx<T>& ctx, int rc, T value) {
+template <class Context, class T>  // any request context with `conn`, `sent` and `reply`
+void answer(Context& ctx, int rc, T value) {
   note_answer(ctx, rc);
   ctx.conn->report([reply = std::move(ctx.reply), value = std::move(value)]() mutable { reply->set(std::move(value)); });
 }
@@ -68,7 +68,6 @@ struct CountedCtx {
 
 void on_counted(int rc, const void* data) {
   std::unique_ptr<CountedCtx> ctx(static_cast<CountedCtx*>(const_cast<void*>(data)));
-  note_answer(*ctx, rc);
   CountedCreateReply r;
   r.rc = rc;
   if (rc == ZOK) {
@@ -76,7 +75,7 @@ void on_counted(int rc, const void* data) {
     r.czxid = ctx->parent.mzxid;
     r.siblings = ctx->parent.numChildren;
   }
-  ctx->conn->report([reply = std::move(ctx->reply), r = std::move(r)]() mutable { reply->set(std::move(r)); });
+  answer(*ctx, rc, std::move(r));
 }
 
 void on_children(int rc, const String_vector* strings, const void* data) {
