@@ -111,6 +111,12 @@ std::unique_ptr<Connection> Connection::open(const RedisOptions& o) {
     c->append(memory);
     Reply rs = c->read_reply();
     Reply rm = c->read_reply();
+    // A server that wants a password refuses INFO with NOAUTH: say so here, before the
+    // scripts are loaded (a request over 16 KB from a client that has not authenticated
+    // gets only "Protocol error: unauthenticated bulk length").
+    if (rs->type == REDIS_REPLY_ERROR && std::string_view(rs->str, rs->len).starts_with("NOAUTH")) {
+      c->fail("read server info", rs.get());
+    }
     // A user the ACL denies INFO goes without these checks: run_id only sharpens the
     // data-loss guard (README, "Data loss"), and the eviction policy cannot be read.
     c->run_id = info_field(rs.get(), "run_id");
