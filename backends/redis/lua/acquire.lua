@@ -42,9 +42,14 @@ end
 local refresh = ARGV[7] == '1'
 -- The data-loss guard, read once and only by the paths that may grant (or renew a hold the
 -- server may have restored from an old snapshot).
+-- The marker and the fencing counter are read together: every path that may grant needs both.
 local quiet = nil
 local function quiet_ms()
-  if not quiet then quiet = quiet_left(KEYS[2], tonumber(ARGV[8]), ARGV[9]) end
+  if not quiet then
+    local read = redis.call('MGET', KEYS[2], counter)
+    last_token(counter, read[2])  -- a counter that holds no token is refused before any write
+    quiet = quiet_left(KEYS[2], read[1], ARGV[8], ARGV[9])
+  end
   return quiet
 end
 
@@ -66,7 +71,6 @@ if refresh and mode == 'x' then
   end
 end
 
-local me = member_of(mode, lease, waiter, owner)
 -- A caller that expects the lock held (the silent first attempt on a name found busy before)
 -- reads the mode first: under a writer, that one read is all it needs before it queues.
 local mode_read = silent and not refresh and redis.call('HGET', hash, 'mode')
@@ -89,6 +93,7 @@ if mode_read ~= 'w' then
   -- while live waiters keep the queue's keys alive).
   if held ~= 'w' or refresh then
     if quiet_ms() > 0 then return -quiet_ms() end
+    local me = member_of(mode, lease, waiter, owner)
     -- Checked before the first write below (purges and hand-overs issue tokens too).
     last_token(counter)
     held = purge_readers(hash, readers, held)
@@ -144,6 +149,7 @@ end
 
 if will_wait then
   -- NX: a waiter keeps its place; every attempt refreshes its deadline.
+  local me = member_of(mode, lease, waiter, owner)
   redis.call('ZADD', queue, 'NX', redis.call('INCR', arrivals), me)
   redis.call('ZADD', deadlines, now() + heartbeat, me)
   -- Every deadline is at most now + heartbeat: keeping the queue's keys alive longer than

@@ -18,29 +18,27 @@ local function lock_keys(hash)
 end
 
 -- The server's clock, read once per script and only when needed (never the client's):
--- now() in ms, now_us() in microseconds.
-local now_ms, now_micros = nil, nil
-local function read_clock()
-  local t = redis.call('TIME')
-  now_micros = tonumber(t[1]) * 1000000 + tonumber(t[2])
-  now_ms = math.floor(now_micros / 1000)
+-- now_us() in microseconds, now() in ms.
+local now_micros = nil
+local function now_us()
+  if not now_micros then
+    local t = redis.call('TIME')
+    now_micros = tonumber(t[1]) * 1000000 + tonumber(t[2])
+  end
+  return now_micros
 end
 local function now()
-  if not now_ms then read_clock() end
-  return now_ms
-end
-local function now_us()
-  if not now_micros then read_clock() end
-  return now_micros
+  return math.floor(now_us() / 1000)
 end
 
 -- The last token issued for a lock, from its counter (0 if none). Raises, before the
 -- caller's first write, when the counter holds something no token can follow.
--- Read once per script (a script runs alone: nothing else writes the counter meanwhile).
+-- Read once per script (a script runs alone: nothing else writes the counter meanwhile);
+-- `text`, when given, is the counter as the caller already read it (false: missing).
 local known_token = nil
-local function last_token(counter)
+local function last_token(counter, text)
   if known_token then return known_token end
-  local text = redis.call('GET', counter)
+  if text == nil then text = redis.call('GET', counter) end
   if not text then
     known_token = 0
     return 0
@@ -62,7 +60,8 @@ end
 -- ten leases after the last grant.
 local function next_token(counter, lease)
   local token = math.max(last_token(counter) + 1, now_us())
-  redis.call('SET', counter, string.format('%d', token), 'PX', math.max(lease, 1) * 10)
+  -- Numbers go out as '%d' text: a Lua number handed to redis.call is printed as %.17g.
+  redis.call('SET', counter, string.format('%d', token), 'PX', string.format('%d', math.max(lease, 1) * 10))
   known_token = token
   return token
 end
@@ -72,16 +71,16 @@ end
 -- a fresh server) or was written under another server run (a restart that restored an older
 -- snapshot, a failover), holds may have been forgotten while their holders still work: grant
 -- nothing for `grace` ms. Returns the ms left of that pause, 0 when none. An empty run_id
--- (INFO denied to the user, or a marker written by hand as "0") is not compared.
-local function quiet_left(marker, grace, run_id)
-  local mark = redis.call('GET', marker)
+-- (INFO denied to the user, or a marker written by hand as "0") is not compared. `mark` is
+-- the marker as the caller read it (false: missing).
+local function quiet_left(marker, mark, grace, run_id)
   local quiet_until, seen = nil, ''
   if mark then
     local u, r = string.match(mark, '^(%d+):?(.*)$')
     quiet_until, seen = tonumber(u), r or ''
   end
   if not quiet_until or (run_id ~= '' and seen ~= '' and seen ~= run_id) then
-    quiet_until = now() + grace
+    quiet_until = now() + tonumber(grace)
     redis.call('SET', marker, string.format('%d', quiet_until) .. ':' .. run_id)
   elseif seen == '' and run_id ~= '' then
     redis.call('SET', marker, string.format('%d', quiet_until) .. ':' .. run_id)
@@ -135,8 +134,8 @@ end
 local function take(hash, readers, held, m, owner, lease)
   if m == 'x' then
     -- One hold per owner: the core counts re-entries itself.
-    redis.call('HSET', hash, 'mode', 'w', owner, 1)
-    redis.call('PEXPIRE', hash, lease)
+    redis.call('HSET', hash, 'mode', 'w', owner, '1')
+    redis.call('PEXPIRE', hash, string.format('%d', lease))
     return 'w'
   end
   if not held then redis.call('HSET', hash, 'mode', 'r') end

@@ -10,7 +10,7 @@
 -- 0 if the owner held nothing (nothing is touched then).
 local hash = KEYS[1]
 local readers, counter, queue, deadlines, arrivals = lock_keys(hash)
-local owner, latch, latch_ttl = ARGV[1], hash .. ':u:' .. ARGV[2], tonumber(ARGV[3])
+local owner, latch, latch_ttl = ARGV[1], hash .. ':u:' .. ARGV[2], ARGV[3]
 
 local state = redis.call('HMGET', hash, 'mode', owner)
 local mode, count = state[1], state[2]
@@ -24,6 +24,7 @@ if not count then
   return 0
 end
 
+count = tonumber(count)
 if mode == 'r' then
   -- A reader whose own lease ran out no longer holds the lock.
   local expiry = redis.call('ZSCORE', readers, owner)
@@ -38,23 +39,23 @@ end
 -- Read and check everything before the first write, and write the deletes first (see
 -- queue.lua): this owner's last hold of the lock frees it for the queue.
 local last_reader = mode == 'r' and redis.call('HLEN', hash) <= 2  -- "mode" + this owner
-local frees = tonumber(count) <= 1 and (mode ~= 'r' or last_reader)
+local frees = count <= 1 and (mode ~= 'r' or last_reader)
 -- The queue's head, read once (it also says whether anyone waits).
 local head = frees and redis.call('ZRANGE', queue, 0, 0)[1] or nil
 local hand_over = head ~= nil
 if hand_over then last_token(counter) end
 
-if tonumber(count) > 1 then
+if count > 1 then
   -- (Unused by the core, which counts re-entries itself: a shared hold taken twice.)
   redis.call('HINCRBY', hash, owner, -1)
-  redis.call('SET', latch, 1, 'PX', latch_ttl)
+  redis.call('SET', latch, '1', 'PX', latch_ttl)
   return 1
 end
 
 if mode == 'r' and not last_reader then
   redis.call('HDEL', hash, owner)
   redis.call('ZREM', readers, owner)
-  redis.call('SET', latch, 1, 'PX', latch_ttl)
+  redis.call('SET', latch, '1', 'PX', latch_ttl)
   -- Other readers remain: the hash now lives as long as the longest of them.
   local last = redis.call('ZRANGE', readers, -1, -1, 'WITHSCORES')
   local left = last[2] and (tonumber(last[2]) - now()) or 0
@@ -65,7 +66,7 @@ if mode == 'r' and not last_reader then
   return 1
 end
 redis.call('DEL', hash, readers)
-redis.call('SET', latch, 1, 'PX', latch_ttl)
+redis.call('SET', latch, '1', 'PX', latch_ttl)
 
 -- The lock is free: the waiters at the front of the queue get it, told by name. Dead
 -- waiters are not looked for here (the waiters' refreshes drop them): a grant to one that
