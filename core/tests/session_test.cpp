@@ -91,6 +91,19 @@ TEST(Session, LossReportedByTheBackendIsReleasedOnce) {
   EXPECT_FALSE(b->held("a"));
 }
 
+// A session that ended frees its locks on the server from then on: a holder bounding its
+// work by expires_at() (`dlock run` does, to kill CMD) must see that end now, not S later.
+TEST(Session, SessionEndMakesEveryHoldExpireNow) {
+  auto b = std::make_shared<ScriptedBackend>(30s, Liveness::session);
+  auto p = provider_on(b);
+  auto l = p->try_lock("a", Wait::try_once());
+  ASSERT_TRUE(l);
+  ASSERT_GT(l->expires_at(), Clock::now() + 20s);
+  b->session.mark_all_lost();
+  ASSERT_TRUE(l->lost_token().stop_requested());
+  EXPECT_LE(l->expires_at(), Clock::now()) << "a lost session lock still looks held for S";
+}
+
 // One session's end reaches every hold on it at once.
 TEST(Session, SessionEndFiresEveryHoldAtOnce) {
   auto b = std::make_shared<ScriptedBackend>(30s, Liveness::session);
