@@ -124,6 +124,19 @@ TEST(Watchdog, RenewalFindingNoLockFiresLostAtOnce) {
   EXPECT_LE(took, 200ms);  // at the first renewal (100 ms)
 }
 
+// A renewal that finds the lock gone: someone else may hold it already, so the lease's end
+// is now, not the end the last renewal estimated (dlock run kills its command by it).
+TEST(Watchdog, RenewalFindingNoLockEndsTheLeaseNow) {
+  auto backend = std::make_shared<RecordingBackend>(3s);
+  backend->outcome = spi::RenewStatus::not_held;
+  auto provider = spi::make_provider(backend, "recording://");
+  auto l = provider->try_lock("x");
+  ASSERT_TRUE(l);
+  until_true([&] { return l->lost_token().stop_requested(); }, 3s);
+  ASSERT_TRUE(l->lost_token().stop_requested());
+  EXPECT_LE(l->expires_at(), std::chrono::steady_clock::now()) << "a lock found gone still looks held";
+}
+
 TEST(Watchdog, KeepsAMemLockWellPastThreeLeases) {
   auto a = open("mem://watchdog-keeps?lease=200ms");
   auto b = open("mem://watchdog-keeps?lease=200ms");
