@@ -43,8 +43,10 @@ std::size_t SessionHolds::mark_all_lost() noexcept {
     holds.swap(holds_);
   }
   std::size_t n = 0;
+  const Clock::time_point now = Clock::now();
   for (auto& h : holds) {
     if (auto p = h.lock()) {
+      p->set_server_expiry(now);
       p->mark_lost();  // callbacks run here, outside our mutex
       ++n;
     }

@@ -26,7 +26,9 @@ class SessionHolds {
   // `expiry` (the caller computes sent + S - drift).
   void refresh(Clock::time_point expiry) noexcept;
   // The session ended or is in doubt: marks every live hold lost (their lost signals fire
-  // now) and remembers that the session is over. Returns how many were marked.
+  // now) and remembers that the session is over. The server may grant those locks to
+  // someone else from now on, so each hold's server expiry becomes now (a caller bounding
+  // work by expires_at() stops at once). Returns how many were marked.
   std::size_t mark_all_lost() noexcept;
   bool ended() const noexcept;
   // The live holds (for probes and diagnostics).
