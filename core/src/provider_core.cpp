@@ -241,6 +241,7 @@ void ProviderCore::extend(Hold& hold, milliseconds lease) {
       }
       return;
     case spi::RenewStatus::not_held:
+      st.lock->set_server_expiry(Clock::now());  // gone: someone else may hold it now
       give_up(hold.state(), Clock::now());
       throw Error(ErrorCode::not_held, "lease of '" + st.lock->name() + "' is no longer held");
     case spi::RenewStatus::failed:

@@ -167,6 +167,7 @@ void renew(Scheduler::Shared& shared, milliseconds lease, std::vector<std::share
         case spi::RenewStatus::renewed: st->next_renew = sent + lease / 3; break;
         case spi::RenewStatus::not_held:
           st->next_renew = Clock::time_point::max();
+          st->lock->set_server_expiry(Clock::now());  // gone: someone else may hold it now
           lost.push_back(st);
           break;
         case spi::RenewStatus::failed: st->next_renew = Clock::now() + retry_delay(lease); break;
