@@ -26,10 +26,13 @@ while [ ! -s "$dir/cmd.pid" ]; do
   sleep 0.05
 done
 cmd=$(cat "$dir/cmd.pid")
+# Running: the process exists and is no zombie (a killed CMD stays one until dlock, its
+# parent, is continued and reaps it).
+running() { case $(ps -o stat= -p "$1" 2>/dev/null) in '' | Z*) return 1 ;; esac; }
 kill -STOP "$pid"
 start=$(date +%s%N)
 i=0
-while kill -0 "$cmd" 2>/dev/null; do
+while running "$cmd"; do
   i=$((i + 1))
   if [ $i -ge 120 ]; then
     echo "CMD still running 6 s after dlock was stopped, with a 1 s lease long gone" >&2
