@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstdlib>
+#include <cstdint>
 #include <cstring>
 #include <optional>
 #include <thread>
@@ -126,6 +127,16 @@ ChildExit supervise(pid_t pid, SignalFd& signals, const EventFd& lost, const Sto
       timeout = std::chrono::ceil<std::chrono::milliseconds>(*plan.stop_at - now);
     }
 
+    if (!lost_handled && plan.lock_end && plan.report_lock_end) {
+      const Clock::time_point end = plan.lock_end();
+      plan.report_lock_end(end);
+      if (end != Clock::time_point::max()) {
+        const auto check = std::clamp(std::chrono::ceil<std::chrono::milliseconds>((end - now) / 4),
+                                      std::chrono::milliseconds{1}, std::chrono::milliseconds{200});
+        timeout = timeout ? std::min(*timeout, check) : check;
+      }
+    }
+
     // Once the loss is handled, stop watching the (still readable) eventfd.
     int which = wait_readable({signals.fd(), lost_handled ? -1 : lost.fd()}, timeout);
     if (which == 0) {
@@ -173,11 +184,49 @@ CommandGuard::CommandGuard(pid_t pgid, std::chrono::milliseconds grace) {
   peer_ = fds[1];
 }
 
+namespace {
+// dlock -> guard: 'd' (the command ended: do nothing), or 'u' and the lock's end as 8 bytes
+// (steady-clock nanoseconds since its epoch, host byte order).
+constexpr char kDone = 'd';
+constexpr char kValidUntil = 'u';
+constexpr std::size_t kValidUntilSize = 1 + sizeof(std::int64_t);
+
+bool send_all(int fd, const char* data, std::size_t size) noexcept {
+  while (size > 0) {
+    ssize_t n = ::send(fd, data, size, MSG_NOSIGNAL);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) return false;
+    data += n;
+    size -= static_cast<std::size_t>(n);
+  }
+  return true;
+}
+
+// Reads exactly `size` bytes; false at end of file or on an error.
+bool read_all(int fd, char* data, std::size_t size) noexcept {
+  while (size > 0) {
+    ssize_t n = ::read(fd, data, size);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) return false;
+    data += n;
+    size -= static_cast<std::size_t>(n);
+  }
+  return true;
+}
+}  // namespace
+
+void CommandGuard::lock_valid_until(std::chrono::steady_clock::time_point end) noexcept {
+  if (peer_ < 0 || end == told_) return;
+  char message[kValidUntilSize];
+  message[0] = kValidUntil;
+  const std::int64_t ns = std::chrono::duration_cast<std::chrono::nanoseconds>(end.time_since_epoch()).count();
+  std::memcpy(message + 1, &ns, sizeof ns);
+  if (send_all(peer_, message, sizeof message)) told_ = end;
+}
+
 void CommandGuard::finish() noexcept {
   if (peer_ < 0) return;
-  const char done = 'd';
-  while (::send(peer_, &done, 1, MSG_NOSIGNAL) < 0 && errno == EINTR) {
-  }
+  send_all(peer_, &kDone, 1);
   ::close(peer_);
   peer_ = -1;
   while (::waitpid(guard_, nullptr, 0) < 0 && errno == EINTR) {
@@ -192,12 +241,29 @@ int run_guard(int argc, const char* const* argv) {
   for (int s : kForwardedSignals) ::signal(s, SIG_IGN);
   // Nothing inherited by mistake (a lock file's descriptor) may outlive dlock in here.
   ::close_range(3, ~0U, 0);
-  char byte = 0;
-  ssize_t n;
-  do {
-    n = ::read(STDIN_FILENO, &byte, 1);
-  } while (n < 0 && errno == EINTR);
-  if (n == 1) return 0;  // dlock saw the command end
+  using Clock = std::chrono::steady_clock;
+  Clock::time_point lock_end = Clock::time_point::max();  // until dlock says otherwise
+  for (;;) {
+    std::optional<std::chrono::milliseconds> timeout;
+    if (lock_end != Clock::time_point::max()) {
+      timeout = std::max(std::chrono::ceil<std::chrono::milliseconds>(lock_end - Clock::now()),
+                         std::chrono::milliseconds{0});
+    }
+    if (wait_readable({STDIN_FILENO}, timeout) != 0) {
+      if (Clock::now() < lock_end) continue;  // EINTR
+      // dlock is alive but told nothing newer (stopped, frozen): the lock may be someone
+      // else's from now on. SIGTERM for form, SIGKILL at once.
+      ::kill(-pgid, SIGTERM);
+      ::kill(-pgid, SIGKILL);
+      return 0;
+    }
+    char kind = 0;
+    if (!read_all(STDIN_FILENO, &kind, 1)) break;  // end of file: dlock died
+    if (kind == kDone) return 0;                     // dlock saw the command end
+    std::int64_t ns = 0;
+    if (kind != kValidUntil || !read_all(STDIN_FILENO, reinterpret_cast<char*>(&ns), sizeof ns)) break;
+    lock_end = Clock::time_point(std::chrono::nanoseconds(ns));
+  }
   // End of file: dlock died without a word, and its lock with it (or soon).
   if (::kill(-pgid, SIGTERM) != 0) return 0;
   const auto kill_at = std::chrono::steady_clock::now() + std::chrono::milliseconds(grace_ms);

@@ -45,6 +45,9 @@ struct StopPlan {
   // Called once when the lock is lost (or stop_at comes), with the delay before SIGKILL.
   std::function<void(std::chrono::milliseconds kill_in)> on_lost;
   std::function<void(std::chrono::milliseconds kill_in)> on_stop;
+  // Told lock_end() while the command runs and the lock is held: whenever it changes, and
+  // well before it comes (the guard kills the command by the last end it was told).
+  std::function<void(std::chrono::steady_clock::time_point)> report_lock_end;
 };
 
 // Blocks until child `pid` has exited, then returns how. Meanwhile forwards every signal
@@ -52,15 +55,19 @@ struct StopPlan {
 // readable, or plan.stop_at comes, it calls plan.on_lost or plan.on_stop and sends the group
 // SIGTERM, then SIGKILL if the command is still alive `grace` later (after a loss: by
 // plan.lock_end() if that comes sooner); once the command itself has exited after that,
-// whatever is left of its group gets SIGKILL at once. Sleeps in poll(); no busy waiting.
-// Never throws.
+// whatever is left of its group gets SIGKILL at once. While the lock is held it passes
+// plan.lock_end() to plan.report_lock_end, checking it at least every quarter of the time
+// left (at most every 200 ms). Sleeps in poll(); no busy waiting. Never throws.
 ChildExit supervise(pid_t pid, SignalFd& signals, const EventFd& lost, const StopPlan& plan);
 
 // A dlock killed with SIGKILL (OOM killer, `timeout -s KILL`, a crash) cannot stop its
 // command, so a guard process does: `dlock` re-executed in guard mode (run_guard), holding
 // one end of a socket pair whose other end only this dlock has. When dlock dies the socket
 // reaches end-of-file and the guard sends the command's group SIGTERM, then SIGKILL after
-// `grace`. finish() (also the destructor) tells the guard the command ended normally.
+// `grace`. A dlock that is alive but stopped (SIGSTOP, a frozen cgroup, a debugger) renews
+// nothing, so the guard is also told when the lock may be granted to someone else
+// (lock_valid_until): if that time comes without a later one, the guard kills the group
+// then. finish() (also the destructor) tells the guard the command ended normally.
 class CommandGuard {
  public:
   // Starts the guard for the process group `pgid`. Throws Error(internal) if it cannot.
@@ -69,10 +76,16 @@ class CommandGuard {
   CommandGuard(const CommandGuard&) = delete;
   CommandGuard& operator=(const CommandGuard&) = delete;
 
+  // From now on the lock may be granted to someone else at `end` (steady clock, which is
+  // the same in every process of this host); time_point::max() for never. Sends it only
+  // when it changed. Never throws (a guard that is gone is not told).
+  void lock_valid_until(std::chrono::steady_clock::time_point end) noexcept;
+
   // Stops the guard without it touching the group, and reaps it. Idempotent; never throws.
   void finish() noexcept;
 
  private:
+  std::chrono::steady_clock::time_point told_ = std::chrono::steady_clock::time_point::max();
   int peer_ = -1;  // dlock's end of the socket pair
   pid_t guard_ = -1;
 };

@@ -46,8 +46,8 @@ group is stopped the same way while dlock still holds the lock, released once CM
 (exit 70). SIGINT, SIGTERM, SIGHUP and SIGQUIT sent to dlock are forwarded to the group,
 and so are SIGTSTP, SIGTTIN, SIGTTOU and SIGCONT (dlock itself never stops: the lock stays
 held while CMD is stopped); the lock is released once CMD has exited. If dlock itself is
-killed (even SIGKILL), a guard process stops the group, with SIGKILL by the time the lock
-may be free. A process that leaves the group (setsid, a daemon) is beyond dlock's reach.
+killed (even SIGKILL) or stopped, a guard process stops the group, with SIGKILL by the
+time the lock may be free. A process that leaves the group (setsid, a daemon) is beyond dlock's reach.
 SIGINT, SIGTERM, SIGHUP or SIGQUIT received while waiting for the lock cancels the wait
 (exit 128+signal).
 

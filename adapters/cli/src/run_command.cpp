@@ -181,6 +181,7 @@ int run_with_signals(const RunArgs& args, SignalFd& signals, const std::vector<i
   plan.grace = args.grace;
   plan.lock_end = [&lease] { return lease->expires_at(); };
   if (args.max_hold) plan.stop_at = granted + *args.max_hold;
+  plan.report_lock_end = [&guard](std::chrono::steady_clock::time_point end) { guard->lock_valid_until(end); };
   plan.on_lost = [&](std::chrono::milliseconds kill_in) {
     std::cerr << "dlock: lock '" << shown << "' lost; stopping the command (SIGTERM, SIGKILL after "
               << format_duration(kill_in) << ")\n";
