@@ -50,7 +50,9 @@ class [[nodiscard]] Lease {
 
   // When the lock stops being valid unless renewed, on this host's steady clock; a
   // conservative estimate of the server's expiry (measured from before the request was
-  // sent). time_point::max() for a session-based lock without explicit lease.
+  // sent). time_point::max() for a session-based lock without explicit lease. Once the
+  // backend learns the lock is gone (a renewal found no lock, the session ended), the
+  // moment it learned that: someone else may hold the lock from then on.
   std::chrono::steady_clock::time_point expires_at() const noexcept;
 
   // Gives this hold back. Idempotent.
