@@ -207,6 +207,48 @@ TEST(PgAdvisory, TwoOwnersOfOneProviderNeverShareASession) {
   EXPECT_TRUE(p->try_lock("s", Wait::try_once(), a));
 }
 
+// Holds share sessions, so a hold that runs out on the client's timer (an explicit lease,
+// max_hold) must give up its own advisory lock only: closing the session would take every
+// other hold on it away on the server while they are still renewed.
+void expect_only_the_ended_hold_freed(const AcquireOptions& ending) {
+  const auto tag = test::fresh_tag();
+  auto p = open_tagged(tag);
+  auto steady = p->try_lock("steady", Wait::try_once(), AcquireOptions{.owner = "steady-owner"});
+  ASSERT_TRUE(steady);
+  auto ends = p->try_lock("ends", Wait::try_once(), ending);
+  ASSERT_TRUE(ends);
+  auto pids = test::admin(
+      "SELECT count(DISTINCT l.pid) FROM pg_locks l JOIN pg_stat_activity a ON a.pid = l.pid "
+      "WHERE l.locktype = 'advisory' AND l.granted AND a.application_name = '" + tag + "'");
+  ASSERT_EQ(pids[0][0], "1") << "the two holds are not on one session: nothing to test";
+  ASSERT_TRUE(eventually([&] { return ends->lost_token().stop_requested(); }, 1500ms));
+  auto q = open_tagged(tag);
+  // The ended hold is freed on the server (at its end, owner-checked)...
+  EXPECT_TRUE(q->try_lock("ends", Wait::for_duration(1s))) << "the ended hold was not freed";
+  // ...and nothing else: the steady hold is neither lost nor free for another owner, for
+  // longer than S (1 s here), so its session is still probed.
+  std::this_thread::sleep_for(1200ms);
+  EXPECT_FALSE(steady->lost_token().stop_requested()) << "an unrelated hold on the session was lost";
+  EXPECT_TRUE(steady->held());
+  EXPECT_FALSE(q->try_lock("steady")) << "another provider got a name still held";
+  EXPECT_TRUE(steady->release());
+  EXPECT_TRUE(q->try_lock("steady"));
+}
+
+TEST(PgAdvisory, AnExplicitLeaseRunningOutFreesOnlyItsHold) {
+  AcquireOptions o;
+  o.owner = "leased-owner";
+  o.lease = 400ms;
+  expect_only_the_ended_hold_freed(o);
+}
+
+TEST(PgAdvisory, MaxHoldRunningOutFreesOnlyItsHold) {
+  AcquireOptions o;
+  o.owner = "capped-owner";
+  o.max_hold = 400ms;
+  expect_only_the_ended_hold_freed(o);
+}
+
 // Every name's first candidate key is the same: collisions are the rule.
 std::int64_t colliding_key(std::string_view identity, int index) {
   return index == 0 ? 0x5eed : sha256_key(identity, index);
