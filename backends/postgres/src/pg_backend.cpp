@@ -20,6 +20,13 @@ int backend_pid(PgConn& c, Clock::time_point deadline) {
   return std::atoi(PQgetvalue(r.get(), 0, 0));
 }
 
+// A lost hold's session is in doubt when it has not answered for so long that the server may
+// already have ended it (its estimate ran out) or a statement on it timed out unanswered:
+// an unlock sent there may never arrive, so release() closes it instead.
+bool in_doubt(const PgHeldLock& hold, const PgConn& c) noexcept {
+  return c.in_flight() || Clock::now() >= hold.server_expiry();
+}
+
 }  // namespace
 
 bool transaction_pooler_detected(int first_pid, int second_pid) noexcept { return first_pid != second_pid; }
@@ -106,10 +113,12 @@ bool PgBackend::release(spi::HeldLock& lock) {
     PgConn* c = s->conn();
     if (c == nullptr) {
       closed = true;
-    } else if (lock.lost()) {
-      s->close_locked();  // doubt: the server must forget every lock of this session
+    } else if (lock.lost() && in_doubt(hold, *c)) {
+      s->close_locked();  // the server must forget the hold, and only closing is sure to
       closed = true;
     } else {
+      // Held, or given up on the client's timer (explicit lease, max_hold) on a session that
+      // still answers: unlock this key only. The session's other holds are not in doubt.
       try {
         const auto deadline = Clock::now() + o.command_timeout;
         c->send_prepared(lock.mode() == LockMode::shared ? stmt::unlock_s : stmt::unlock_x,
@@ -123,7 +132,8 @@ bool PgBackend::release(spi::HeldLock& lock) {
           if (level != "FATAL" && level != "PANIC") doubt = translate_error(o.where, "release", c->raw(), r.get());
           s->close_locked();
         } else {
-          was_held = parse_unlock_row(r.get());
+          // A hold already given up is not held any more, whatever the server says.
+          was_held = parse_unlock_row(r.get()) && !lock.lost();
         }
       } catch (const Error& e) {
         // Broken: the session is gone and its locks with it (false). Timed out: close it so
@@ -137,7 +147,7 @@ bool PgBackend::release(spi::HeldLock& lock) {
   s->holds.remove(lock);
   pool_->unreserve(*s, hold.key());
   if (closed) pool_->forget(s);
-  if (doubt) throw *doubt;
+  if (doubt && !lock.lost()) throw *doubt;  // a lost hold's answer is known: not held
   return was_held;
 }
 

@@ -45,8 +45,11 @@ class PgBackend : public spi::Backend {
   const Capabilities& capabilities() const noexcept override { return caps_; }
   std::unique_ptr<spi::Acquisition> begin_acquire(const spi::AttemptRequest& request,
                                                   std::function<void()> wake) override;
-  // pg_advisory_unlock[_shared] on the hold's session (1 round trip). A lost hold's session
-  // is closed (doubt: the server must forget it) and false returned.
+  // pg_advisory_unlock[_shared] on the hold's session (1 round trip), also for a hold the
+  // core gave up on its own timer (explicit lease, max_hold): the session's other holds stay.
+  // A lost hold whose session is in doubt (its estimate ran out, or a statement on it timed
+  // out unanswered) has its session closed instead (the server must forget it). A lost hold
+  // answers false.
   bool release(spi::HeldLock& lock) override;
   // One empty query per distinct session (not per hold), each bounded by command_timeout.
   void extend_many(std::span<spi::HeldLock* const> locks, std::chrono::milliseconds lease,
