@@ -207,6 +207,47 @@ TEST(PgAdvisory, TwoOwnersOfOneProviderNeverShareASession) {
   EXPECT_TRUE(p->try_lock("s", Wait::try_once(), a));
 }
 
+// Shared holds of one name need a session each: with `pool` readers holding it, one more
+// reader who will wait polls until one of them leaves (a try-once cannot tell full from
+// busy: unavailable), and a wait that ends unserved is a plain timeout, not an error.
+TEST(PgAdvisory, MoreReadersThanThePoolWaitForASession) {
+  const auto tag = test::fresh_tag();
+  auto p = open_tagged(tag, "&pool=2");
+  auto r1 = p->try_lock_shared("r", Wait::try_once(), AcquireOptions{.owner = "reader-1"});
+  auto r2 = p->try_lock_shared("r", Wait::try_once(), AcquireOptions{.owner = "reader-2"});
+  ASSERT_TRUE(r1 && r2);
+  const AcquireOptions third{.owner = "reader-3"};
+  try {
+    (void)p->try_lock_shared("r", Wait::try_once(), third);
+    ADD_FAILURE() << "a try-once found a session that does not hold the name";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), ErrorCode::unavailable) << e.what();
+  }
+  try {
+    const auto start = Clock::now();
+    EXPECT_FALSE(p->try_lock_shared("r", Wait::for_duration(300ms), third));
+    EXPECT_LT(ms_since(start), 300 + 500);
+  } catch (const Error& e) {
+    ADD_FAILURE() << "a waiting reader failed instead of timing out: " << e.what();
+  }
+  std::optional<Lease> got;
+  std::optional<Error> error;
+  std::thread reader([&] {
+    try {
+      got = p->try_lock_shared("r", Wait::for_duration(3s), third);
+    } catch (const Error& e) {
+      error = e;
+    }
+  });
+  std::this_thread::sleep_for(200ms);
+  EXPECT_TRUE(r1->release());
+  reader.join();
+  EXPECT_FALSE(error) << error->what();
+  ASSERT_TRUE(got) << "the waiting reader was not granted when a session freed the name";
+  EXPECT_TRUE(got->release());
+  EXPECT_TRUE(r2->release());
+}
+
 // Holds share sessions, so a hold that runs out on the client's timer (an explicit lease,
 // max_hold) must give up its own advisory lock only: closing the session would take every
 // other hold on it away on the server while they are still renewed.
