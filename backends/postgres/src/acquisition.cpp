@@ -109,6 +109,14 @@ spi::Attempt PgAcquisition::try_once() {
     if (!resolved_) adopt_known_key();
     const std::int64_t k = key();
     auto s = pool_->for_try(k);
+    if (!s) {
+      // Every session holds this key (more of the provider's readers than `pool`) or waits:
+      // a caller who will wait polls (attempt() finds no waiter session either) until one
+      // of them releases; a try-once cannot tell busy from full, and says so.
+      if (request_.will_wait) return spi::Busy{};
+      throw Error(ErrorCode::unavailable, o.where + ": all " + std::to_string(o.pool) +
+                                              " connections (pool=) are in use or hold this name already");
+    }
     enum { busy, granted, collision, failed } outcome = failed;
     std::optional<Error> error;
     bool broken = false;

@@ -92,11 +92,7 @@ std::shared_ptr<Session> SessionPool::for_try(std::int64_t key) {
       if (!least || s->users < least->users) least = s;
     }
     if (sessions_.size() + opening_ >= options_.pool) {
-      if (!least) {
-        throw Error(ErrorCode::unavailable,
-                    options_.where + ": all " + std::to_string(options_.pool) +
-                        " connections (pool=) are in use or hold this name already");
-      }
+      if (!least) return nullptr;
       least->keys.insert(key);
       ++least->users;
       return least;

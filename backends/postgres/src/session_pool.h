@@ -44,8 +44,9 @@ class SessionPool : public std::enable_shared_from_this<SessionPool> {
   void add(std::shared_ptr<Session> s);
 
   // A session that does not hold `key`, with `key` reserved on it: an idle one, a new one
-  // while under the cap, else the least used. Throws unavailable when every session holds
-  // the key and the pool is full, or when a new connection fails.
+  // while under the cap, else the least used. nullptr when the pool is full and every
+  // session holds the key (or is dedicated to a wait). Throws unavailable when a new
+  // connection fails.
   std::shared_ptr<Session> for_try(std::int64_t key);
   // Drops the reservation of `key` (busy try, released hold) and the caller's use.
   void unreserve(Session& s, std::int64_t key);
