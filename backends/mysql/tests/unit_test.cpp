@@ -1,10 +1,14 @@
 // Unit tests of the mysql backend's pure parts: URI parsing, the SQL builder, name hashing,
 // socket discovery by arrival, parked waiter threads.
 // No server needed.
+#include <arpa/inet.h>
+#include <fcntl.h>
 #include <gtest/gtest.h>
+#include <netinet/in.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <condition_variable>
 #include <mutex>
@@ -226,6 +230,76 @@ TEST(MysqlSocketFd, TheNewSocketIsTheOneThatArrivedUnclaimed) {
   EXPECT_EQ(new_socket_fd(before, {{3, 10}, {4, 11}, {7, 12}, {8, 13}}), -1);
   // Nothing arrived.
   EXPECT_EQ(new_socket_fd(before, before), -1);
+}
+
+// A socket of this test bound to `ip:port` (0: any port), SO_REUSEADDR so two connecting
+// sockets may share a local address, as Linux lets connections to different servers do.
+int bound_socket(int type, const char* ip, std::uint16_t port) {
+  const int fd = ::socket(AF_INET, type | SOCK_CLOEXEC, 0);
+  const int on = 1;
+  ::setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &on, sizeof on);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_port = htons(port);
+  ::inet_pton(AF_INET, ip, &a.sin_addr);
+  if (::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0) {
+    ::close(fd);
+    return -1;
+  }
+  return fd;
+}
+
+bool connect_to(int fd, const char* ip, std::uint16_t port) {
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_port = htons(port);
+  ::inet_pton(AF_INET, ip, &a.sin_addr);
+  return ::connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0;
+}
+
+std::uint16_t local_port(int fd) {
+  sockaddr_in a{};
+  socklen_t len = sizeof a;
+  ::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len);
+  return ntohs(a.sin_port);
+}
+
+// The lock connection's socket (127.0.0.1:L to a server at 127.0.0.1:P) among decoys with
+// the same two ports and lower fd numbers: a UDP socket with the very same addresses, and a
+// TCP connection from the same local address to another server on the same port (Linux
+// gives connections to different servers the same ephemeral port). Only the connection's
+// own TCP socket is its socket: the decoys' errors must never be taken for its hang-up, nor
+// must they be shut down at its deadlines.
+TEST(MysqlSocketFd, FindsTheConnectionsOwnTcpSocketNotADecoyWithTheSamePorts) {
+  const int server = bound_socket(SOCK_STREAM, "127.0.0.1", 0);
+  ASSERT_GE(server, 0);
+  ASSERT_EQ(::listen(server, 8), 0);
+  const std::uint16_t server_port = local_port(server);
+  const int other_server = bound_socket(SOCK_STREAM, "127.0.0.2", server_port);
+  ASSERT_GE(other_server, 0) << "127.0.0.2:" << server_port << " is taken";
+  ASSERT_EQ(::listen(other_server, 8), 0);
+
+  const int conn = bound_socket(SOCK_STREAM, "127.0.0.1", 0);
+  ASSERT_GE(conn, 0);
+  const std::uint16_t port = local_port(conn);
+  const int udp_decoy = bound_socket(SOCK_DGRAM, "127.0.0.1", port);
+  ASSERT_GE(udp_decoy, 0);
+  ASSERT_TRUE(connect_to(udp_decoy, "127.0.0.1", server_port));
+  const int tcp_decoy = bound_socket(SOCK_STREAM, "127.0.0.1", port);
+  ASSERT_GE(tcp_decoy, 0);
+  ASSERT_TRUE(connect_to(tcp_decoy, "127.0.0.2", server_port));
+  ASSERT_TRUE(connect_to(conn, "127.0.0.1", server_port));
+  // The connection's fd above the decoys' (/proc/self/fd lists fds in ascending order).
+  const int own = ::fcntl(conn, F_DUPFD_CLOEXEC, std::max(udp_decoy, tcp_decoy) + 1);
+  ASSERT_GT(own, std::max(udp_decoy, tcp_decoy));
+  ::close(conn);
+
+  EXPECT_EQ(find_socket_fd(port, server_port), own);
+  // Claimed now: a concurrent discovery does not take it, nor a decoy in its place.
+  EXPECT_EQ(find_socket_fd(port, server_port), -1);
+  release_socket_fd(own);
+
+  for (const int fd : {own, tcp_decoy, udp_decoy, other_server, server}) ::close(fd);
 }
 
 // A read blocked past its deadline fails at once (the socket is shut down); a statement that
