@@ -114,9 +114,13 @@ std::unique_ptr<Connection> Connection::open(const MysqlOptions& o, ConnClass cl
   }
   // Behind a port-rewriting proxy the socket is found by arriving (socket_fd.h): note
   // this process's sockets to that port first.
+  // The server's addresses: our socket's peer is one of them (the host resolved as the
+  // client library resolves it).
+  std::vector<IpAddress> server_addresses;
+  if (o.unix_path.empty()) server_addresses = resolve_host(o.host);
   const bool by_arrival = o.unix_path.empty() && behind_proxy != nullptr && behind_proxy->load();
   std::vector<SocketId> before;
-  if (by_arrival) before = sockets_to(o.port);
+  if (by_arrival) before = sockets_to(server_addresses, o.port);
   // Connector/C++ opens its socket without O_CLOEXEC: a helper the user execs would keep the
   // session (and its row locks) alive. Whatever the connect opened is marked close-on-exec.
   const std::vector<int> inheritable_before = support::inheritable_descriptors();
@@ -149,22 +153,29 @@ std::unique_ptr<Connection> Connection::open(const MysqlOptions& o, ConnClass cl
         if (e.getErrorCode() != code::no_such_table && e.getErrorCode() != code::unknown_sequence) throw;
       }
     }
-    // "ip:port" as the server sees us: the local port finds our socket (brief §1.1).
+    // "ip:port" as the server sees us (a host name instead of the ip when the server
+    // resolves names): with the server's address and port it finds our socket, never one
+    // to another server with the same ports (brief §1.1).
     const std::string host = rows[0][3].value_or("");
     const auto colon = host.rfind(':');
+    bool ambiguous = false;
     if (o.unix_path.empty() && colon != std::string::npos) {
       int port = 0;
       const char* b = host.data() + colon + 1;
       const char* e = host.data() + host.size();
       if (std::from_chars(b, e, port).ptr == e && port > 0 && port < 65536) {
-        c->fd_ = find_socket_fd(static_cast<std::uint16_t>(port), o.port);
-        if (c->fd_ >= 0) claim_socket_fd(c->fd_);
+        SocketEnds ends;
+        ends.local_address = IpAddress::parse(std::string_view(host).substr(0, colon));
+        ends.local_port = static_cast<std::uint16_t>(port);
+        ends.remote_addresses = server_addresses;
+        ends.remote_port = o.port;
+        c->fd_ = find_socket_fd(ends, &ambiguous);
       }
     }
     if (c->fd_ < 0 && o.unix_path.empty()) {
       if (by_arrival) {
-        c->fd_ = new_socket_fd(before, sockets_to(o.port));
-      } else if (behind_proxy != nullptr) {
+        c->fd_ = new_socket_fd(before, sockets_to(server_addresses, o.port));
+      } else if (behind_proxy != nullptr && !ambiguous) {
         behind_proxy->store(true);  // the server sees another port: find the next ones by arrival
       }
     }

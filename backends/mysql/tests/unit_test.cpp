@@ -216,6 +216,17 @@ TEST(MysqlLeaseSql, ReleaseAndRenewAreOwnerAndTokenChecked) {
 namespace dlock::mysql {
 namespace {
 
+TEST(MysqlSocketFd, AddressesAreComparedAsTheKernelReportsThem) {
+  ASSERT_TRUE(IpAddress::parse("[::1]"));
+  EXPECT_EQ(IpAddress::parse("[::1]"), IpAddress::parse("::1"));
+  EXPECT_EQ(IpAddress::parse("::ffff:127.0.0.1"), IpAddress::parse("127.0.0.1"));
+  EXPECT_NE(IpAddress::parse("127.0.0.1"), IpAddress::parse("127.0.0.2"));
+  EXPECT_FALSE(IpAddress::parse("localhost"));
+  const auto loopback = resolve_host("127.0.0.1");
+  ASSERT_EQ(loopback.size(), 1U);
+  EXPECT_EQ(loopback[0], *IpAddress::parse("127.0.0.1"));
+}
+
 TEST(MysqlSocketFd, TheNewSocketIsTheOneThatArrivedUnclaimed) {
   const std::vector<SocketId> before{{3, 10}, {4, 11}};
   // One socket arrived: it is ours, and claimed for this connection.
@@ -294,10 +305,27 @@ TEST(MysqlSocketFd, FindsTheConnectionsOwnTcpSocketNotADecoyWithTheSamePorts) {
   ASSERT_GT(own, std::max(udp_decoy, tcp_decoy));
   ::close(conn);
 
-  EXPECT_EQ(find_socket_fd(port, server_port), own);
+  const IpAddress loopback = *IpAddress::parse("127.0.0.1");
+  const IpAddress other = *IpAddress::parse("127.0.0.2");
+  SocketEnds ends{loopback, port, {loopback}, server_port};
+  EXPECT_EQ(find_socket_fd(ends), own);
   // Claimed now: a concurrent discovery does not take it, nor a decoy in its place.
-  EXPECT_EQ(find_socket_fd(port, server_port), -1);
+  bool ambiguous = false;
+  EXPECT_EQ(find_socket_fd(ends, &ambiguous), -1);
+  EXPECT_TRUE(ambiguous);
   release_socket_fd(own);
+  // A server that reports our host by name: the peer's address still tells them apart.
+  ends.local_address.reset();
+  EXPECT_EQ(find_socket_fd(ends), own);
+  release_socket_fd(own);
+  // A host name that resolves to both servers: two sockets match, no guess.
+  ends.remote_addresses.push_back(other);
+  EXPECT_EQ(find_socket_fd(ends, &ambiguous), -1);
+  EXPECT_TRUE(ambiguous);
+  // By arrival (behind a proxy): only TCP sockets to the server count.
+  const auto to_server = sockets_to({loopback}, server_port);
+  ASSERT_EQ(to_server.size(), 1U);
+  EXPECT_EQ(to_server[0].fd, own);
 
   for (const int fd : {own, tcp_decoy, udp_decoy, other_server, server}) ::close(fd);
 }
