@@ -31,6 +31,15 @@ TEST(Registry, UnknownSchemeNamesTheSchemesThatExist) {
   }
 }
 
+TEST(Registry, UnknownSchemeShowsNoParameterValue) {
+  try {
+    open("nosuch://host:1/?pw=hunter2");
+    FAIL() << "unknown scheme opened";
+  } catch (const Error& e) {
+    EXPECT_EQ(std::string(e.what()).find("hunter2"), std::string::npos) << e.what();
+  }
+}
+
 TEST(Registry, SchemeCannotBeRegisteredTwice) {
   EXPECT_THROW(register_scheme("mem", [](const Uri&) { return std::shared_ptr<ILockProvider>(); }), Error);
 }

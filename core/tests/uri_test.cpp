@@ -1,5 +1,7 @@
 #include <gtest/gtest.h>
 
+#include <functional>
+
 #include <string>
 #include <vector>
 
@@ -87,6 +89,41 @@ TEST(Uri, PasswordNeverAppearsInMessagesOrRedactedForm) {
   EXPECT_EQ(u.redacted().find(secret), std::string::npos) << u.redacted();
   EXPECT_EQ(u.redacted(), "redis://u:***@h:1/0?password=***&prefix=x");
   EXPECT_EQ(redact_uri("redis://u:" + secret + "@h:1"), "redis://u:***@h:1");
+}
+
+// A parameter nobody reads may be a password under a name is_secret_param does not catch
+// (pw=, JDBC/ODBC habits): no error message ever shows its value, only its name.
+TEST(Uri, NoMessageShowsTheValueOfAnUnknownParameter) {
+  const std::string pw = "hunter2";
+  // Uri::parse knows no parameter yet.
+  for (const std::string& text : {"redis://h:99999/0?pw=" + pw, "redis://h:1/%zz?pw=" + pw,
+                                  "redis://h:1/0?pw=" + pw + "&a=1&a=2"}) {
+    std::string msg;
+    EXPECT_EQ(code_of(text, &msg), ErrorCode::invalid_argument) << text;
+    EXPECT_EQ(msg.find(pw), std::string::npos) << msg;
+  }
+  const Uri u = Uri::parse("x://h/?pw=" + pw + "&n=abc&d=soon&b=maybe");
+  const auto message_of = [](const std::function<void()>& f) {
+    try {
+      f();
+    } catch (const Error& e) {
+      return std::string(e.what());
+    }
+    ADD_FAILURE() << "no error";
+    return std::string();
+  };
+  // A bad known parameter while an unknown one is still unread.
+  std::string msg = message_of([&] { UriParams(u).take_uint("n", 0, 9); });
+  EXPECT_NE(msg.find("abc"), std::string::npos) << msg;
+  EXPECT_EQ(msg.find(pw), std::string::npos) << msg;
+  msg = message_of([&] { UriParams(u).take_duration("d"); });
+  EXPECT_EQ(msg.find(pw), std::string::npos) << msg;
+  msg = message_of([&] { UriParams(u).take_bool("b"); });
+  EXPECT_EQ(msg.find(pw), std::string::npos) << msg;
+  // The unknown parameter itself: named, its value not shown.
+  msg = message_of([&] { UriParams(Uri::parse("x://h/?pw=" + pw)).finish(); });
+  EXPECT_NE(msg.find("unknown parameter pw"), std::string::npos) << msg;
+  EXPECT_EQ(msg.find(pw), std::string::npos) << msg;
 }
 
 // Every way a password can sit in a URI, in a URI that parses and in one that does not.

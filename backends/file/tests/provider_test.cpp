@@ -41,6 +41,21 @@ ErrorCode error_of(const std::string& uri) {
   return ErrorCode::internal;  // "no error" never matches what the tests expect
 }
 
+// An unknown parameter may be a password under another name (pw=): named, never shown,
+// also when another parameter is the one at fault.
+TEST_F(FileProvider, AnUnknownParametersValueIsNeverShown) {
+  for (const std::string& uri : {dir_.uri("pw=hunter2"), dir_.uri("pw=hunter2&poll=fast"),
+                                 std::string("file://relative/dir?pw=hunter2"), std::string("file://?pw=hunter2")}) {
+    try {
+      dlock::open(uri);
+      ADD_FAILURE() << uri << " was accepted";
+    } catch (const Error& e) {
+      EXPECT_EQ(e.code(), ErrorCode::invalid_argument) << uri;
+      EXPECT_EQ(std::string(e.what()).find("hunter2"), std::string::npos) << e.what();
+    }
+  }
+}
+
 TEST_F(FileProvider, BadUrisAreInvalidArguments) {
   EXPECT_EQ(error_of("file://host/tmp/x"), ErrorCode::invalid_argument);
   EXPECT_EQ(error_of("file://relative/dir"), ErrorCode::invalid_argument);

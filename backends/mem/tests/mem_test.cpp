@@ -26,6 +26,20 @@ TEST(MemUri, RejectsWhatItDoesNotTake) {
   EXPECT_EQ(dlock::open("mem://s?lease=2s")->capabilities().default_lease, 2s);
 }
 
+// An unknown parameter may be a password under another name (pw=): named, never shown,
+// also when another parameter is the one at fault.
+TEST(MemUri, AnUnknownParametersValueIsNeverShown) {
+  for (const char* uri : {"mem://space?pw=hunter2", "mem://space?pw=hunter2&lease=fast", "mem://space/path?pw=hunter2"}) {
+    try {
+      (void)dlock::open(uri);
+      ADD_FAILURE() << uri << " was accepted";
+    } catch (const Error& e) {
+      EXPECT_EQ(e.code(), ErrorCode::invalid_argument) << uri;
+      EXPECT_EQ(std::string(e.what()).find("hunter2"), std::string::npos) << e.what();
+    }
+  }
+}
+
 TEST(MemSpaces, SameSpaceExcludesOtherSpacesDoNot) {
   auto a = dlock::open("mem://mem-test-space-1");
   auto b = dlock::open("mem://mem-test-space-1");

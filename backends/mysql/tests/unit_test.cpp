@@ -113,6 +113,18 @@ TEST(MysqlUri, BadInputNamesTheProblemWithoutThePassword) {
   EXPECT_NE(error_of("mysql://u@h:99999/app").find("port"), std::string::npos);
 }
 
+// An unknown parameter may be a password under another name (pw=): named, never shown,
+// also when another parameter is the one at fault.
+TEST(MysqlUri, AnUnknownParametersValueIsNeverShown) {
+  const std::string pw_only = error_of("mysql://u@h/app?pw=hunter2");
+  EXPECT_NE(pw_only.find("pw"), std::string::npos) << pw_only;
+  EXPECT_EQ(pw_only.find("hunter2"), std::string::npos) << pw_only;
+  for (const char* query : {"pw=hunter2&table=a%60b", "pw=hunter2&pool=1", "pw=hunter2&mode=x"}) {
+    const std::string message = error_of(std::string("mysql://u@h/app?") + query);
+    EXPECT_EQ(message.find("hunter2"), std::string::npos) << message;
+  }
+}
+
 // 2005 (unknown server host) is a DNS failure as often as a typo, and a DNS outage passes:
 // retryable, like a refused connection.
 TEST(MysqlErrors, UnknownHostIsUnavailable) {

@@ -89,6 +89,20 @@ TEST(PgOptions, WhitelistedLibpqParametersPassThrough) {
   EXPECT_EQ(o.application_name, "app1");
 }
 
+// An unknown parameter may be a password under another name (pw=): named, never shown,
+// also when another parameter is the one at fault.
+TEST(PgOptions, AnUnknownParametersValueIsNeverShown) {
+  std::string message;
+  EXPECT_EQ(code_of("postgres://u@h/d?pw=hunter2", &message), ErrorCode::invalid_argument);
+  EXPECT_NE(message.find("pw"), std::string::npos) << message;
+  EXPECT_EQ(message.find("hunter2"), std::string::npos) << message;
+  for (const std::string& query : {std::string("pw=hunter2&mode=bogus"), "pw=hunter2&prefix=" + std::string(257, 'p'),
+                                   std::string("pw=hunter2&schema=a-b"), std::string("pw=hunter2&sslmode=sometimes")}) {
+    EXPECT_EQ(code_of("postgres://u@h/d?" + query, &message), ErrorCode::invalid_argument) << query;
+    EXPECT_EQ(message.find("hunter2"), std::string::npos) << message;
+  }
+}
+
 TEST(PgOptions, DlockParameters) {
   const auto o = parse(
       "postgres://u@h/d?prefix=p1&schema=locks&table=fence_2&session_timeout=3s&wait_chunk=0"

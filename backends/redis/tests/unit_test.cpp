@@ -147,6 +147,19 @@ TEST(RedisOptions, MessagesNeverShowThePassword) {
   EXPECT_EQ(message.find("hunter2"), std::string::npos) << message;
 }
 
+// An unknown parameter may be a password under another name (pw=): named, never shown,
+// also when another parameter is the one at fault.
+TEST(RedisOptions, AnUnknownParametersValueIsNeverShown) {
+  std::string message;
+  EXPECT_EQ(code_of("redis://h?pw=hunter2", &message), ErrorCode::invalid_argument);
+  EXPECT_NE(message.find("pw"), std::string::npos) << message;
+  EXPECT_EQ(message.find("hunter2"), std::string::npos) << message;
+  for (const char* query : {"pw=hunter2&prefix=", "pw=hunter2&lease=10ms", "pw=hunter2&allow_eviction=maybe"}) {
+    EXPECT_EQ(code_of(std::string("redis://h?") + query, &message), ErrorCode::invalid_argument) << query;
+    EXPECT_EQ(message.find("hunter2"), std::string::npos) << message;
+  }
+}
+
 TEST(RedisKeys, EncodingKeepsPlainBytesAndEscapesTheRest) {
   EXPECT_EQ(encode_name("orders/42.a_b-c"), "orders/42.a_b-c");
   EXPECT_EQ(encode_name("a{b}c"), "a%7Bb%7Dc");

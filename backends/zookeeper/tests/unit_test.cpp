@@ -39,6 +39,21 @@ TEST(ZkUri, Defaults) {
   EXPECT_TRUE(o.user.empty());
 }
 
+// An unknown parameter may be a password under another name (pw=): named, never shown,
+// also when another parameter is the one at fault.
+TEST(ZkUri, AnUnknownParametersValueIsNeverShown) {
+  std::string message;
+  EXPECT_EQ(code_of("zk://h?pw=hunter2", &message), ErrorCode::invalid_argument);
+  EXPECT_NE(message.find("pw"), std::string::npos) << message;
+  EXPECT_EQ(message.find("hunter2"), std::string::npos) << message;
+  for (const char* query : {"pw=hunter2&session_timeout=10ms", "pw=hunter2&prefix=a/b"}) {
+    EXPECT_EQ(code_of(std::string("zk://h?") + query, &message), ErrorCode::invalid_argument) << query;
+    EXPECT_EQ(message.find("hunter2"), std::string::npos) << message;
+  }
+  EXPECT_EQ(code_of("zk://h/zookeeper?pw=hunter2", &message), ErrorCode::invalid_argument);
+  EXPECT_EQ(message.find("hunter2"), std::string::npos) << message;
+}
+
 TEST(ZkUri, SeveralHostsChrootAndParameters) {
   auto o = parse("zookeeper://h1:2281,h2,[::1]:2283/apps/locks?session_timeout=3s&connect_timeout=250ms"
                  "&command_timeout=1s&prefix=billing");
