@@ -56,7 +56,7 @@ std::shared_ptr<ILockProvider> open(std::string_view text) {
     auto it = r.factories.find(uri.scheme);
     if (it == r.factories.end()) {
       throw Error(ErrorCode::invalid_argument, "unknown scheme '" + uri.scheme + "' in " +
-                                                   uri.redacted() + "; compiled in: " +
+                                                   UriParams(uri).redacted() + "; compiled in: " +
                                                    join(schemes_locked(r)));
     }
     factory = it->second;

@@ -14,8 +14,12 @@
 namespace dlock {
 namespace {
 
+std::string redact(std::string_view text, bool every_value);
+
+// A URI that does not parse: no parameter is known yet, so no parameter's value is shown
+// (one may be a password under a name is_secret_param does not catch, such as pw).
 [[noreturn]] void bad(std::string_view text, const std::string& why) {
-  throw Error(ErrorCode::invalid_argument, "bad URI '" + redact_uri(text) + "': " + why);
+  throw Error(ErrorCode::invalid_argument, "bad URI '" + redact(text, true) + "': " + why);
 }
 
 std::string range(const UriTextRangeA& r) {
@@ -113,7 +117,12 @@ bool is_secret_param(std::string_view key) {
 // from the first ':' after "scheme://" to the LAST '@' of the whole text, because a password
 // may hold an unencoded '@', '/', '?' or '#' (a URI with an '@' in its path or query loses
 // that part of the printout, never a secret). Then every secret-looking query value.
-std::string redact_uri(std::string_view text) {
+std::string redact_uri(std::string_view text) { return redact(text, false); }
+
+namespace {
+// redact_uri; with `every_value`, the value of every query parameter is masked, not only
+// the secret ones.
+std::string redact(std::string_view text, bool every_value) {
   std::string s(text);
   std::size_t start = s.find("://");
   start = start == std::string::npos ? 0 : start + 3;
@@ -139,7 +148,7 @@ std::string redact_uri(std::string_view text) {
     std::size_t amp = s.find('&', pos);
     std::string item = s.substr(pos, amp == std::string::npos ? std::string::npos : amp - pos);
     std::size_t eq = item.find('=');
-    if (eq != std::string::npos && is_secret_param(std::string_view(item).substr(0, eq))) {
+    if (eq != std::string::npos && (every_value || is_secret_param(std::string_view(item).substr(0, eq)))) {
       item = item.substr(0, eq + 1) + "***";
     }
     out += item;
@@ -149,6 +158,7 @@ std::string redact_uri(std::string_view text) {
   }
   return out;
 }
+}  // namespace
 
 Uri Uri::parse(std::string_view text) {
   std::string s(text);
@@ -256,7 +266,16 @@ std::string Uri::redacted() const {
   return out;
 }
 
-UriParams::UriParams(const Uri& uri) : redacted_(uri.redacted()), left_(uri.params) {}
+UriParams::UriParams(const Uri& uri) : uri_(uri), left_(uri.params) {}
+
+std::string UriParams::redacted() const {
+  Uri shown = uri_;
+  for (auto& [key, value] : shown.params) {
+    const bool unread = std::any_of(left_.begin(), left_.end(), [&](const auto& p) { return p.first == key; });
+    if (unread) value = "***";
+  }
+  return shown.redacted();
+}
 
 std::optional<std::string> UriParams::take_string(std::string_view key) {
   for (auto it = left_.begin(); it != left_.end(); ++it) {
@@ -277,7 +296,7 @@ std::optional<std::chrono::milliseconds> UriParams::take_duration(std::string_vi
     if (d.count() <= 0) throw Error(ErrorCode::invalid_argument, "must be > 0");
     return d;
   } catch (const Error& e) {
-    throw Error(ErrorCode::invalid_argument, "bad URI '" + redacted_ + "': parameter " + std::string(key) +
+    throw Error(ErrorCode::invalid_argument, "bad URI '" + redacted() + "': parameter " + std::string(key) +
                                                  ": " + (is_secret_param(key) ? "bad duration" : e.message()));
   }
 }
@@ -287,7 +306,7 @@ std::optional<bool> UriParams::take_bool(std::string_view key) {
   if (!v) return std::nullopt;
   if (*v == "true" || *v == "1" || *v == "yes" || *v == "on") return true;
   if (*v == "false" || *v == "0" || *v == "no" || *v == "off") return false;
-  throw Error(ErrorCode::invalid_argument, "bad URI '" + redacted_ + "': parameter " +
+  throw Error(ErrorCode::invalid_argument, "bad URI '" + redacted() + "': parameter " +
                                                std::string(key) + " wants true or false, not '" +
                                                shown(key, *v) + "'");
 }
@@ -300,7 +319,7 @@ std::optional<std::uint64_t> UriParams::take_uint(std::string_view key, std::uin
   std::uint64_t n = digits ? std::stoull(*v) : 0;
   if (!digits || n < min || n > max) {
     throw Error(ErrorCode::invalid_argument,
-                "bad URI '" + redacted_ + "': parameter " + std::string(key) + " wants a number in " +
+                "bad URI '" + redacted() + "': parameter " + std::string(key) + " wants a number in " +
                     std::to_string(min) + ".." + std::to_string(max) + ", not '" + shown(key, *v) + "'");
   }
   return n;
@@ -311,7 +330,7 @@ void UriParams::finish() const {
   std::string names;
   for (const auto& [k, v] : left_) names += (names.empty() ? "" : ", ") + k;
   throw Error(ErrorCode::invalid_argument,
-              "bad URI '" + redacted_ + "': unknown parameter" + (left_.size() > 1 ? "s " : " ") + names);
+              "bad URI '" + redacted() + "': unknown parameter" + (left_.size() > 1 ? "s " : " ") + names);
 }
 
 }  // namespace dlock

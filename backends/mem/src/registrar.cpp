@@ -8,12 +8,12 @@ namespace dlock::mem {
 namespace {
 
 std::shared_ptr<ILockProvider> open_mem(const Uri& uri) {
+  UriParams params(uri);  // its redacted() shows no unread parameter's value
   if (!uri.user.empty() || uri.password || uri.hosts.size() > 1 ||
       (!uri.hosts.empty() && uri.hosts[0].port != 0) || !uri.path.empty()) {
     throw Error(ErrorCode::invalid_argument,
-                "bad URI '" + uri.redacted() + "': mem:// takes only a space name: mem://[SPACE][?lease=…]");
+                "bad URI '" + params.redacted() + "': mem:// takes only a space name: mem://[SPACE][?lease=…]");
   }
-  UriParams params(uri);
   auto lease = params.take_duration("lease").value_or(std::chrono::milliseconds(30000));
   params.finish();
   std::string space_name = uri.hosts.empty() ? "" : uri.hosts[0].host;

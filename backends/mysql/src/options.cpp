@@ -7,8 +7,9 @@
 namespace dlock::mysql {
 namespace {
 
-[[noreturn]] void bad(const Uri& uri, const std::string& what) {
-  throw Error(ErrorCode::invalid_argument, what + " in " + uri.redacted());
+// Unread parameters' values are not shown: one may be a password (pw=).
+[[noreturn]] void bad(const UriParams& params, const std::string& what) {
+  throw Error(ErrorCode::invalid_argument, what + " in " + params.redacted());
 }
 
 // Identifiers are spliced into DDL and statements, so they are restricted to a safe
@@ -26,15 +27,15 @@ MysqlOptions parse_options(const Uri& uri) {
   UriParams params(uri);
   if (uri.scheme == "mysql+unix") {
     if (!uri.hosts.empty() && !(uri.hosts.size() == 1 && uri.hosts[0].host.empty())) {
-      bad(uri, "mysql+unix:// takes no host (write mysql+unix:///path/to/mysqld.sock?db=name)");
+      bad(params, "mysql+unix:// takes no host (write mysql+unix:///path/to/mysqld.sock?db=name)");
     }
-    if (uri.path.empty() || uri.path == "/") bad(uri, "mysql+unix:// needs a socket path");
+    if (uri.path.empty() || uri.path == "/") bad(params, "mysql+unix:// needs a socket path");
     o.unix_path = uri.path;
     if (auto db = params.take_string("db")) o.database = *db;
     o.where = "mysql unix:" + o.unix_path;
   } else {
-    if (uri.hosts.empty() || uri.hosts[0].host.empty()) bad(uri, uri.scheme + ":// needs a host");
-    if (uri.hosts.size() > 1) bad(uri, uri.scheme + ":// takes one host");
+    if (uri.hosts.empty() || uri.hosts[0].host.empty()) bad(params, uri.scheme + ":// needs a host");
+    if (uri.hosts.size() > 1) bad(params, uri.scheme + ":// takes one host");
     o.host = uri.hosts[0].host;
     if (uri.hosts[0].port != 0) o.port = uri.hosts[0].port;
     if (uri.path.size() > 1) o.database = uri.path.substr(1);
@@ -42,20 +43,20 @@ MysqlOptions parse_options(const Uri& uri) {
     o.where = "mysql " + (v6 ? "[" + o.host + "]" : o.host) + ":" + std::to_string(o.port);
   }
   if (o.database.empty()) {
-    bad(uri, "the database is missing (mysql://user@host/database, or ?db= for mysql+unix)");
+    bad(params, "the database is missing (mysql://user@host/database, or ?db= for mysql+unix)");
   }
   if (!safe_identifier(o.database, 64)) {
-    bad(uri, "the database name must be 1..64 characters of [A-Za-z0-9_]");
+    bad(params, "the database name must be 1..64 characters of [A-Za-z0-9_]");
   }
   o.where += "/" + o.database;
   o.user = uri.user;
   o.password = uri.password;
-  if (o.user.empty()) bad(uri, "a user is needed (mysql://user:password@host/database)");
+  if (o.user.empty()) bad(params, "a user is needed (mysql://user:password@host/database)");
 
   const auto table = params.take_string("table");
-  if (table && !safe_identifier(*table, 54)) bad(uri, "table must be 1..54 characters of [A-Za-z0-9_]");
+  if (table && !safe_identifier(*table, 54)) bad(params, "table must be 1..54 characters of [A-Za-z0-9_]");
   if (auto p = params.take_string("prefix")) {
-    if (p->size() > 256) bad(uri, "prefix is longer than 256 bytes");
+    if (p->size() > 256) bad(params, "prefix is longer than 256 bytes");
     o.prefix = *p;
   }
   if (auto m = params.take_string("mode")) {
@@ -64,7 +65,7 @@ MysqlOptions parse_options(const Uri& uri) {
     } else if (*m == "lease") {
       o.mode = Mode::lease;
     } else {
-      bad(uri, "mode must be row or lease, got \"" + *m + "\"");
+      bad(params, "mode must be row or lease, got \"" + *m + "\"");
     }
   }
   // The two modes have different schemas, so different default tables.
@@ -73,7 +74,7 @@ MysqlOptions parse_options(const Uri& uri) {
   if (auto d = params.take_duration("connect_timeout")) o.connect_timeout = *d;
   if (auto d = params.take_duration("command_timeout")) o.command_timeout = *d;
   if (auto d = params.take_duration("wait_chunk")) {
-    if (*d < std::chrono::seconds(1)) bad(uri, "wait_chunk must be at least 1s (the server waits in whole seconds)");
+    if (*d < std::chrono::seconds(1)) bad(params, "wait_chunk must be at least 1s (the server waits in whole seconds)");
     o.wait_chunk = std::chrono::floor<std::chrono::seconds>(*d);
   }
   if (auto n = params.take_uint("pool", 2, 4096)) o.pool = static_cast<std::size_t>(*n);
@@ -81,11 +82,11 @@ MysqlOptions parse_options(const Uri& uri) {
   if (auto s = params.take_string("ssl_ca")) o.ssl_ca = *s;
   if (auto s = params.take_string("ssl_cert")) o.ssl_cert = *s;
   if (auto s = params.take_string("ssl_key")) o.ssl_key = *s;
-  if (o.ssl_cert.empty() != o.ssl_key.empty()) bad(uri, "ssl_cert and ssl_key go together");
+  if (o.ssl_cert.empty() != o.ssl_key.empty()) bad(params, "ssl_cert and ssl_key go together");
   if (o.session_timeout < std::chrono::seconds(1)) {
-    bad(uri, "session_timeout must be at least 1s (the server's wait_timeout takes whole seconds)");
+    bad(params, "session_timeout must be at least 1s (the server's wait_timeout takes whole seconds)");
   }
-  if (o.session_timeout > std::chrono::hours(24 * 365)) bad(uri, "session_timeout is longer than a year");
+  if (o.session_timeout > std::chrono::hours(24 * 365)) bad(params, "session_timeout is longer than a year");
   params.finish();
   return o;
 }

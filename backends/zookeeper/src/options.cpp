@@ -8,8 +8,9 @@ namespace dlock::zookeeper {
 namespace {
 
 // The URI's own bytes are shown escaped: a refused prefix or chroot may hold any byte.
-[[noreturn]] void bad(const Uri& uri, const std::string& what) {
-  throw Error(ErrorCode::invalid_argument, printable(what + " in " + uri.redacted()));
+// Unread parameters' values are not shown: one may be a password (pw=).
+[[noreturn]] void bad(const UriParams& params, const std::string& what) {
+  throw Error(ErrorCode::invalid_argument, printable(what + " in " + params.redacted()));
 }
 
 
@@ -25,17 +26,18 @@ std::string host_port(const HostPort& hp, bool bracketed) {
 }  // namespace
 
 ZkOptions parse_options(const Uri& uri) {
+  UriParams params(uri);
   if (uri.scheme == "zks" || uri.scheme == "zookeeper+tls") {
     throw Error(ErrorCode::unsupported,
                 "zks:// (TLS to ZooKeeper) is not supported: Debian's ZooKeeper C client is built "
                 "without OpenSSL (no zookeeper_init_ssl); use zk:// on a trusted network or a TLS "
-                "tunnel, in " + uri.redacted());
+                "tunnel, in " + params.redacted());
   }
   ZkOptions o;
-  if (uri.hosts.empty() || uri.hosts[0].host.empty()) bad(uri, "zk:// needs at least one host");
+  if (uri.hosts.empty() || uri.hosts[0].host.empty()) bad(params, "zk:// needs at least one host");
   o.where = "zookeeper ";
   for (const auto& hp : uri.hosts) {
-    if (hp.host.empty()) bad(uri, "empty host in the host list");
+    if (hp.host.empty()) bad(params, "empty host in the host list");
     if (!o.hosts.empty()) {
       o.hosts += ',';
       o.where += ',';
@@ -46,9 +48,9 @@ ZkOptions parse_options(const Uri& uri) {
 
   o.user = uri.user;
   o.password = uri.password;
-  if (!o.user.empty() && !o.password) bad(uri, "a ZooKeeper digest user needs a password (user:password@)");
-  if (o.user.empty() && o.password) bad(uri, "a password needs a user (digest auth is user:password@)");
-  if (o.user.find(':') != std::string::npos) bad(uri, "a digest user must not contain ':'");
+  if (!o.user.empty() && !o.password) bad(params, "a ZooKeeper digest user needs a password (user:password@)");
+  if (o.user.empty() && o.password) bad(params, "a password needs a user (digest auth is user:password@)");
+  if (o.user.find(':') != std::string::npos) bad(params, "a digest user must not contain ':'");
 
   if (!uri.path.empty() && uri.path != "/") {
     std::string_view p = uri.path;
@@ -58,8 +60,8 @@ ZkOptions parse_options(const Uri& uri) {
     while (true) {
       const auto slash = rest.find('/');
       const std::string_view seg = rest.substr(0, slash);
-      if (!valid_node_name(seg)) bad(uri, "chroot \"" + std::string(p) + "\" is not a valid ZooKeeper path");
-      if (first && seg == "zookeeper") bad(uri, "chroot must not be under /zookeeper (the server's own tree)");
+      if (!valid_node_name(seg)) bad(params, "chroot \"" + std::string(p) + "\" is not a valid ZooKeeper path");
+      if (first && seg == "zookeeper") bad(params, "chroot must not be under /zookeeper (the server's own tree)");
       first = false;
       if (slash == std::string_view::npos) break;
       rest = rest.substr(slash + 1);
@@ -67,25 +69,24 @@ ZkOptions parse_options(const Uri& uri) {
     o.chroot = std::string(p);
   }
 
-  UriParams params(uri);
   if (auto sasl = params.take_string("sasl")) {
     throw Error(ErrorCode::unsupported,
                 "SASL is not supported: Debian's ZooKeeper C client is built without Cyrus SASL "
-                "(no zookeeper_init_sasl); use digest auth (user:password@), in " + uri.redacted());
+                "(no zookeeper_init_sasl); use digest auth (user:password@), in " + params.redacted());
   }
   if (auto prefix = params.take_string("prefix")) {
     if (!valid_node_name(*prefix)) {
-      bad(uri, "prefix must be one node name (no '/', not empty, \".\" or \"..\", no spaces, control bytes or characters ZooKeeper refuses in a path)");
+      bad(params, "prefix must be one node name (no '/', not empty, \".\" or \"..\", no spaces, control bytes or characters ZooKeeper refuses in a path)");
     }
-    if (o.chroot.empty() && *prefix == "zookeeper") bad(uri, "prefix \"zookeeper\" is the server's own tree");
-    if (prefix->size() > 256) bad(uri, "prefix is longer than 256 bytes");
+    if (o.chroot.empty() && *prefix == "zookeeper") bad(params, "prefix \"zookeeper\" is the server's own tree");
+    if (prefix->size() > 256) bad(params, "prefix is longer than 256 bytes");
     o.prefix = *prefix;
   }
   if (auto d = params.take_duration("session_timeout")) o.session_timeout = *d;
   if (auto d = params.take_duration("connect_timeout")) o.connect_timeout = *d;
   if (auto d = params.take_duration("command_timeout")) o.command_timeout = *d;
-  if (o.session_timeout < std::chrono::milliseconds(100)) bad(uri, "session_timeout must be at least 100ms");
-  if (o.session_timeout > std::chrono::hours(24)) bad(uri, "session_timeout must be at most 24h");
+  if (o.session_timeout < std::chrono::milliseconds(100)) bad(params, "session_timeout must be at least 100ms");
+  if (o.session_timeout > std::chrono::hours(24)) bad(params, "session_timeout must be at most 24h");
   params.finish();
   return o;
 }

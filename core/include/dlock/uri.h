@@ -48,7 +48,8 @@ bool is_secret_param(std::string_view key);
 
 // Reads a Uri's query parameters with checks, for a backend's factory. Every getter removes
 // the key it read; finish() throws Error(invalid_argument) naming any key left unread, so an
-// unknown parameter is an error rather than silently ignored.
+// unknown parameter is an error rather than silently ignored. Its errors never show the value
+// of a parameter not read yet.
 class UriParams {
  public:
   explicit UriParams(const Uri& uri);
@@ -60,9 +61,14 @@ class UriParams {
   // Decimal in [min, max].
   std::optional<std::uint64_t> take_uint(std::string_view key, std::uint64_t min, std::uint64_t max);
   void finish() const;
+  // The URI as Uri::redacted() prints it, but with the value of every parameter not read
+  // yet shown as "***": a parameter nobody reads may be a password under a name
+  // is_secret_param does not catch (pw=). Print this, not Uri::redacted(), in errors about
+  // a URI that is still being checked; finish() names unknown parameters, never their values.
+  std::string redacted() const;
 
  private:
-  std::string redacted_;
+  Uri uri_;
   std::vector<std::pair<std::string, std::string>> left_;
 };
 
