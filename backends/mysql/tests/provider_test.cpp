@@ -102,6 +102,30 @@ TEST_F(MysqlProviderTest, CreatesTheTableAndSequence) {
   EXPECT_NE(msg.find("schema.sql"), std::string::npos) << msg;
 }
 
+// A table without its sequence (a DBA dropped it, or ran only part of schema.sql):
+// create_tables=true creates it, create_tables=false names it and schema.sql. A table of the
+// other mode is named as such. None of them is an internal error.
+TEST_F(MysqlProviderTest, AMissingSequenceIsCreatedOrNamed) {
+  open();
+  db_->query("CREATE TABLE `" + db_->name() + "`.noseq LIKE `" + db_->name() + "`.dlock_lock");
+  std::string msg;
+  EXPECT_EQ(open_error(db_->uri("table=noseq&create_tables=false"), &msg), ErrorCode::invalid_argument);
+  EXPECT_NE(msg.find("noseq_seq"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("schema.sql"), std::string::npos) << msg;
+  auto p = open("table=noseq");
+  auto lease = p->try_lock("n", Wait::try_once());
+  ASSERT_TRUE(lease);
+  EXPECT_GT(lease->fencing_token(), 0U);
+
+  dlock::open(db_->uri("mode=lease"));  // creates dlock_lease
+  EXPECT_EQ(open_error(db_->uri("table=dlock_lease"), &msg), ErrorCode::invalid_argument);
+  EXPECT_NE(msg.find("dlock_lease"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("mode=lease"), std::string::npos) << msg;
+  EXPECT_EQ(open_error(db_->uri("mode=lease&table=dlock_lock"), &msg), ErrorCode::invalid_argument);
+  EXPECT_NE(msg.find("dlock_lock"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("mode=row"), std::string::npos) << msg;
+}
+
 TEST_F(MysqlProviderTest, HandOffWakesTheWaiterAndTokensIncrease) {
   auto p = open();
   auto a = p->try_lock("job", Wait::try_once(), {.owner = "a"});
