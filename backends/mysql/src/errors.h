@@ -17,7 +17,8 @@ inline constexpr int db_access_denied = 1044;     // no rights on the database
 inline constexpr int unknown_database = 1049;
 inline constexpr int command_denied = 1142;       // e.g. CREATE denied on a table
 inline constexpr int no_such_table = 1146;
-inline constexpr int unknown_sequence = 4091;    // SETVAL on a sequence not created yet
+inline constexpr int unknown_sequence = 4091;    // SETVAL/NEXTVAL on a sequence not created yet
+inline constexpr int unknown_column = 1054;       // e.g. a row-mode table given to mode=lease
 inline constexpr int lock_wait_timeout = 1205;    // NOWAIT busy, WAIT n ran out
 inline constexpr int deadlock = 1213;
 inline constexpr int query_interrupted = 1317;    // KILL QUERY

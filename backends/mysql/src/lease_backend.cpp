@@ -96,6 +96,12 @@ LeaseBackend::LeaseBackend(MysqlOptions options) : options_(std::move(options)),
   } catch (const sql::SQLException& e) {
     // Only a missing table or sequence is the DBA's to fix; read-only, lost connections and
     // the like are reported as what they are.
+    if (e.getErrorCode() == code::unknown_column) {
+      throw Error(ErrorCode::invalid_argument,
+                  o.where + ": table " + o.table + " has no lease columns (" + e.what() +
+                      "): it is a mode=row table? give mode=row, or a mode=lease table "
+                      "(backends/mysql/schema.sql)");
+    }
     if (e.getErrorCode() != code::no_such_table) throw translate_error(o.where, "checking the lease table", e);
     throw Error(ErrorCode::invalid_argument,
                 o.where + ": the lease table " + o.table + " is missing or not usable (" + e.what() +

@@ -16,6 +16,16 @@ using Clock = std::chrono::steady_clock;
 const Batch kProbe{"DO 1", 1};
 const Batch kRollback{"ROLLBACK", 1};
 
+// Whether `table` has mode=lease's owner column (it is then not a mode=row table).
+bool has_owner_column(Connection& conn, const std::string& table) {
+  try {
+    conn.run({"SELECT owner FROM `" + table + "` LIMIT 0", 1});
+    return true;
+  } catch (const sql::SQLException&) {
+    return false;
+  }
+}
+
 }  // namespace
 
 Clock::time_point Shared::expiry_from(Clock::time_point sent) const {
@@ -115,7 +125,15 @@ RowBackend::RowBackend(MysqlOptions options) : shared_(std::make_shared<Shared>(
     try {
       conn->run(check);
     } catch (const sql::SQLException& e) {
-      if (!o.create_tables || e.getErrorCode() != code::no_such_table) throw;
+      // The table without its sequence: a DBA dropped it or ran part of schema.sql (created
+      // like a missing table), or the table is mode=lease's (never given a sequence).
+      const int missing = e.getErrorCode();
+      if (missing == code::unknown_sequence && has_owner_column(*conn, o.table)) {
+        throw Error(ErrorCode::invalid_argument,
+                    o.where + ": table " + o.table + " is a mode=lease table (it has an owner column): "
+                    "give mode=lease, or a mode=row table (backends/mysql/schema.sql)");
+      }
+      if (!o.create_tables || (missing != code::no_such_table && missing != code::unknown_sequence)) throw;
       const Rows now = conn->run({"SELECT CAST(UNIX_TIMESTAMP(NOW(6))*1000000 AS UNSIGNED)", 1});
       const std::uint64_t start = std::stoull(now.at(0).at(0).value_or("1"));
       try {
@@ -134,7 +152,9 @@ RowBackend::RowBackend(MysqlOptions options) : shared_(std::make_shared<Shared>(
   } catch (const sql::SQLException& e) {
     // Only a missing table or sequence is the DBA's to fix; read-only, lost connections and
     // the like are reported as what they are.
-    if (e.getErrorCode() != code::no_such_table) throw translate_error(o.where, "checking the lock table", e);
+    if (e.getErrorCode() != code::no_such_table && e.getErrorCode() != code::unknown_sequence) {
+      throw translate_error(o.where, "checking the lock table", e);
+    }
     throw Error(ErrorCode::invalid_argument,
                 o.where + ": the lock table " + o.table + " or its sequence " + o.table +
                     "_seq is missing or not usable (" + e.what() + ", error " +
