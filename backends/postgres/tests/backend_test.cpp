@@ -2,6 +2,7 @@
 // names, clean-up of waiters, session sharing, key collisions, server-side timeouts.
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <chrono>
 #include <iostream>
 #include <optional>
@@ -124,6 +125,51 @@ TEST(PgAdvisory, TimedOutAndCancelledWaitersLeaveNothing) {
             "0");
   EXPECT_TRUE(held->release());
   EXPECT_EQ(test::advisory_locks_of(tag, true), 0);
+}
+
+// A waiter queued on the server that reaches its deadline must leave the queue then, by
+// itself: not by a cancel request, which is a new connection the postmaster forks a process
+// for (tens to hundreds of milliseconds on a loaded host). While such a cancel is on its
+// way the FIFO queue hands a released lock to the leaving waiter, a "ghost" grant that
+// nobody uses and that keeps everyone else out until the cancel returns. The waiter here
+// connects through a proxy that holds new connections back for 3 s once it is queued: a
+// waiter that needs one returns a command_timeout (1 s) late, and the lock released 600 ms
+// after its deadline goes to it instead of to the next try.
+TEST(PgAdvisory, AWaiterAtItsDeadlineLeavesTheQueueWithoutACancel) {
+  const auto tag = test::fresh_tag();
+  test::Proxy proxy;
+  auto p = open_tagged(tag);
+  auto q = dlock::open(proxy.uri("prefix=" + tag + ":&application_name=" + tag +
+                                 "&session_timeout=2s&connect_timeout=1s&command_timeout=1s"));
+  auto held = p->try_lock("ghost");
+  ASSERT_TRUE(held);
+  constexpr auto kWait = 400ms;
+  std::atomic<long long> took{-1};
+  const auto start = Clock::now();
+  std::jthread waiter([&] {
+    const auto t0 = Clock::now();
+    EXPECT_FALSE(q->try_lock("ghost", Wait::for_duration(kWait)));
+    took = ms_since(t0);
+  });
+  ASSERT_TRUE(eventually([&] { return test::advisory_locks_of(tag, /*granted=*/false) == 1; }, kWait - 100ms))
+      << "the waiter did not queue on the server";
+  const int connections = proxy.accepted();
+  proxy.delay_new(3s);
+  std::this_thread::sleep_until(start + kWait + 600ms);
+  EXPECT_TRUE(held->release());
+  auto next = p->try_lock("ghost");  // right after the release: nobody else wants the lock
+  EXPECT_TRUE(next) << "the lock went to the waiter that had timed out 600 ms before (a ghost grant)";
+  waiter.join();
+  std::cout << "[postgres] a waiter timing out after " << kWait.count() << " ms returned after " << took
+            << " ms, opening " << proxy.accepted() - connections << " connection(s) meanwhile\n";
+  EXPECT_LT(took.load(), (kWait + 250ms).count()) << "the wait plus one round trip (and slack)";
+  EXPECT_EQ(proxy.accepted() - connections, 0) << "giving up at the deadline opened a connection (a cancel)";
+  if (next) {
+    EXPECT_TRUE(next->release());
+  }
+  EXPECT_TRUE(eventually([&] { return test::advisory_locks_of(tag, true) + test::advisory_locks_of(tag, false) == 0; },
+                         2s))
+      << "a lock or a queued wait stayed behind";
 }
 
 TEST(PgAdvisory, ReleaseOnTheChunkBoundaryLeavesNoStrayLock) {

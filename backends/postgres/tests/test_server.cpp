@@ -1,7 +1,13 @@
 #include "test_server.h"
 
+#include <arpa/inet.h>
 #include <dirent.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <poll.h>
 #include <signal.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -169,6 +175,113 @@ StoppedServer::~StoppedServer() { resume(); }
 void StoppedServer::resume() {
   for (int pid : pids_) ::kill(pid, SIGCONT);
   pids_.clear();
+}
+
+Proxy::Proxy() {
+  const Uri u = Uri::parse(base_uri());
+  upstream_host_ = u.hosts.at(0).host;
+  upstream_port_ = u.hosts.at(0).port ? u.hosts.at(0).port : 5432;
+  listen_fd_ = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t len = sizeof a;
+  if (listen_fd_ < 0 || ::bind(listen_fd_, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0 ||
+      ::listen(listen_fd_, 64) != 0 || ::getsockname(listen_fd_, reinterpret_cast<sockaddr*>(&a), &len) != 0) {
+    if (listen_fd_ >= 0) ::close(listen_fd_);
+    throw std::runtime_error("Proxy: cannot listen on 127.0.0.1");
+  }
+  port_ = ntohs(a.sin_port);
+  acceptor_ = std::thread([this] { accept_loop(); });
+}
+
+Proxy::~Proxy() {
+  stop_.store(true);
+  cv_.notify_all();
+  acceptor_.join();
+  std::vector<std::thread> threads;
+  {
+    std::lock_guard lock(mu_);
+    threads.swap(threads_);
+  }
+  for (auto& t : threads) t.join();
+  ::close(listen_fd_);
+}
+
+std::string Proxy::uri(const std::string& query) const {
+  const Uri u = Uri::parse(base_uri());
+  std::string out = "postgres://";
+  if (!u.user.empty()) out += u.user + (u.password ? ":" + *u.password : "") + "@";
+  return out + "127.0.0.1:" + std::to_string(port_) + u.path + (query.empty() ? "" : "?" + query);
+}
+
+void Proxy::delay_new(std::chrono::milliseconds d) { delay_ms_.store(d.count()); }
+
+void Proxy::accept_loop() {
+  while (!stop_.load()) {
+    pollfd p{listen_fd_, POLLIN, 0};
+    if (::poll(&p, 1, 20) <= 0) continue;
+    const int client = ::accept4(listen_fd_, nullptr, nullptr, SOCK_CLOEXEC);
+    if (client < 0) continue;
+    const int one = 1;  // as libpq and the server do: no Nagle delay (40 ms) on small writes
+    ::setsockopt(client, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+    accepted_.fetch_add(1);
+    const std::chrono::milliseconds delay(delay_ms_.load());
+    std::lock_guard lock(mu_);
+    threads_.emplace_back([this, client, delay] { serve(client, delay); });
+  }
+}
+
+void Proxy::serve(int client, std::chrono::milliseconds delay) {
+  if (delay.count() > 0) {
+    std::unique_lock lock(mu_);
+    cv_.wait_for(lock, delay, [this] { return stop_.load(); });
+  }
+  int server = -1;
+  addrinfo hints{};
+  hints.ai_family = AF_UNSPEC;
+  hints.ai_socktype = SOCK_STREAM;
+  addrinfo* res = nullptr;
+  if (!stop_.load() &&
+      ::getaddrinfo(upstream_host_.c_str(), std::to_string(upstream_port_).c_str(), &hints, &res) == 0) {
+    for (addrinfo* ai = res; ai != nullptr && server < 0; ai = ai->ai_next) {
+      server = ::socket(ai->ai_family, ai->ai_socktype | SOCK_CLOEXEC, ai->ai_protocol);
+      if (server >= 0 && ::connect(server, ai->ai_addr, ai->ai_addrlen) != 0) {
+        ::close(server);
+        server = -1;
+      }
+      if (server >= 0) {
+        const int one = 1;
+        ::setsockopt(server, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+      }
+    }
+    ::freeaddrinfo(res);
+  }
+  char buf[16384];
+  while (server >= 0 && !stop_.load()) {
+    pollfd p[2] = {{client, POLLIN, 0}, {server, POLLIN, 0}};
+    if (::poll(p, 2, 50) <= 0) continue;
+    bool open = true;
+    for (int i = 0; i < 2 && open; ++i) {
+      if (p[i].revents == 0) continue;
+      const ssize_t n = ::read(p[i].fd, buf, sizeof buf);
+      if (n <= 0) {
+        open = false;
+        break;
+      }
+      for (ssize_t off = 0; off < n;) {
+        const ssize_t w = ::write(p[1 - i].fd, buf + off, static_cast<std::size_t>(n - off));
+        if (w <= 0) {
+          open = false;
+          break;
+        }
+        off += w;
+      }
+    }
+    if (!open) break;
+  }
+  if (server >= 0) ::close(server);
+  ::close(client);
 }
 
 }  // namespace dlock::postgres::test

@@ -4,8 +4,11 @@
 
 #include <libpq-fe.h>
 
+#include <atomic>
 #include <chrono>
+#include <condition_variable>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <thread>
 #include <vector>
@@ -75,6 +78,40 @@ class StoppedServer {
 
  private:
   std::vector<int> pids_;
+};
+
+// A TCP proxy on 127.0.0.1 in front of the test server that counts the connections it
+// accepts and can hold new ones back before connecting them on (a postmaster slow to fork,
+// as on a loaded host): libpq's cancel request is such a new connection, to the address
+// its session connected to.
+class Proxy {
+ public:
+  Proxy();  // throws std::runtime_error if it cannot listen
+  ~Proxy();
+  Proxy(const Proxy&) = delete;
+  Proxy& operator=(const Proxy&) = delete;
+  // The base URI with the proxy as its host and `query` ("k=v&…") as its parameters.
+  std::string uri(const std::string& query) const;
+  // Connections accepted so far.
+  int accepted() const { return accepted_.load(); }
+  // Connections accepted from now on wait `d` before they reach the server.
+  void delay_new(std::chrono::milliseconds d);
+
+ private:
+  void accept_loop();
+  void serve(int client, std::chrono::milliseconds delay);
+
+  int listen_fd_ = -1;
+  int port_ = 0;
+  std::string upstream_host_;
+  int upstream_port_ = 0;
+  std::atomic<bool> stop_{false};
+  std::atomic<int> accepted_{0};
+  std::atomic<long long> delay_ms_{0};
+  std::mutex mu_;
+  std::condition_variable cv_;  // wakes the delayed connections when stopping
+  std::vector<std::thread> threads_;  // guarded by mu_
+  std::thread acceptor_;
 };
 
 }  // namespace dlock::postgres::test
