@@ -104,6 +104,7 @@ Clock::time_point after(Clock::time_point now, milliseconds d) {
 std::shared_ptr<spi::HeldLock> wait_for_lock(spi::Backend& backend, spi::AttemptRequest request,
                                              Clock::time_point deadline, std::stop_token cancel) {
   request.will_wait = Clock::now() < deadline;
+  request.deadline = deadline;
   auto notifier = std::make_shared<Notifier>();
   auto wake = [notifier] { notifier->notify(); };
   std::unique_ptr<spi::Acquisition> acquisition = backend.begin_acquire(request, wake);

@@ -10,7 +10,18 @@
 namespace dlock::postgres {
 namespace {
 
+using std::chrono::milliseconds;
+
 bool is_error(const PGresult* r) { return PQresultStatus(r) != PGRES_TUPLES_OK; }
+
+// A wait that the server ends by itself within this is given up by reading its answer, not
+// by a cancel request: a cancel is a new connection, which the postmaster forks a process
+// for (15–20 ms on an idle loopback, hundreds under load), and while it is on its way the
+// FIFO queue may grant the lock to the leaving waiter. Covers lock_timeout's rounding up
+// to whole milliseconds and a core that wakes a little before the server's timer fires.
+constexpr auto kOutwait = milliseconds(5);
+// lock_timeout is an int of milliseconds.
+constexpr auto kMaxLockTimeout = milliseconds(0x7fffffff);
 
 }  // namespace
 
@@ -186,11 +197,20 @@ spi::Attempt PgAcquisition::try_once() {
 }
 
 void PgAcquisition::send_wait() {
-  const auto deadline = Clock::now() + backend_.options().command_timeout;
+  const auto now = Clock::now();
+  const auto& o = backend_.options();
+  milliseconds timeout = o.wait_chunk;  // 0: none
+  if (request_.deadline != Clock::time_point::max()) {
+    // Rounded up: the server never ends the wait before the caller's deadline.
+    const auto left = std::max(std::chrono::ceil<milliseconds>(request_.deadline - now), milliseconds(1));
+    if (left <= kMaxLockTimeout && (timeout.count() == 0 || left < timeout)) timeout = left;
+  }
+  const std::string lock_timeout = std::to_string(timeout.count());
   waiter_->wake = wake_;
-  waiter_->conn()->send_prepared(shared() ? stmt::wait_s : stmt::wait_x, key(), nullptr, "wait",
-                                 deadline);
+  waiter_->conn()->send_prepared(shared() ? stmt::wait_s : stmt::wait_x, key(), &lock_timeout, "wait",
+                                 now + o.command_timeout);
   waiter_->wait_state = WaitState::in_flight;
+  wait_ends_ = timeout.count() == 0 ? Clock::time_point::max() : now + timeout;
 }
 
 spi::Attempt PgAcquisition::attempt() {
@@ -279,6 +299,7 @@ spi::Attempt PgAcquisition::from_waiter() {
       pool_->poke();
       return spi::Busy{};
     } else if (waiter_->wait_state == WaitState::none) {
+      if (past_deadline()) return spi::Busy{};  // the last chunk ended at the deadline: done
       try {
         send_wait();
       } catch (const Error& e) {
@@ -307,7 +328,8 @@ spi::Attempt PgAcquisition::from_waiter() {
           // Translated before the unlock, which closes (frees) the connection when it fails.
           if (!chunk_end) error = translate_error(o.where, "wait", c->raw(), r.get());
           unlock_locked(*waiter_, k);  // undoes a grant that raced with the chunk's end
-          if (chunk_end && waiter_->conn()) send_wait();
+          // Past the deadline the core gives up: nothing stays queued.
+          if (chunk_end && waiter_->conn() && !past_deadline()) send_wait();
         }
       } catch (const Error& e) {
         error = e;
@@ -346,13 +368,21 @@ void PgAcquisition::abandon() noexcept {
     SessionUse use(*waiter_);
     PgConn* c = waiter_->conn();
     if (c != nullptr && waiter_->wait_state == WaitState::in_flight) {
-      // One command_timeout for the cancel and the wait's answer together. A server that
-      // takes neither by then loses the session: closing it frees on the server whatever
-      // the wait may yet be granted, and no late cancel can hit a statement of a reused one.
-      const auto deadline = Clock::now() + backend_.options().command_timeout;
+      // At the deadline (the usual give-up) the server ends the wait by itself: its last
+      // chunk's lock_timeout runs out then, so reading the answer costs no cancel. Earlier
+      // (a cancellation, an error) a cancel request ends it. One command_timeout (after the
+      // wait's own end) for the cancel and the answer together. A server that takes neither
+      // by then loses the session: closing it frees on the server whatever the wait may yet
+      // be granted, and no late cancel can hit a statement of a reused one.
+      const auto now = Clock::now();
+      const bool ends_by_itself = wait_ends_ != Clock::time_point::max() && wait_ends_ - now <= kOutwait;
+      const auto deadline =
+          (ends_by_itself ? std::max(now, wait_ends_) : now) + backend_.options().command_timeout;
       try {
-        if (!c->cancel(deadline)) throw Error(ErrorCode::unavailable, "cancel a wait: not taken");
-        waiter_->wait_result = c->wait_result(deadline, "cancel a wait");
+        if (!ends_by_itself && !c->cancel(deadline)) {
+          throw Error(ErrorCode::unavailable, "cancel a wait: not taken");
+        }
+        waiter_->wait_result = c->wait_result(deadline, "end a wait");
         waiter_->wait_state = WaitState::done;
       } catch (const Error&) {
         waiter_->close_locked();

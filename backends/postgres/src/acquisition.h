@@ -5,9 +5,12 @@
 // dedicated waiter session sends the blocking acquire, which sits in the server's
 // lock queue (FIFO, a waiting writer keeps new readers out) for at most wait_chunk
 // (lock_timeout); the monitor thread sees its result and wakes the core, and the next
-// attempt() answers from it without a round trip. On a chunk's end (55P03) the lock may
-// have been granted after all (PostgreSQL's LockErrorCleanup): the unlock that follows
-// undoes such a grant, then the wait is sent again.
+// attempt() answers from it without a round trip. The last chunk ends at the caller's
+// deadline (lock_timeout set to the time left), so a waiter that times out leaves the
+// server's queue by itself, at its deadline, with no cancel request (a new connection).
+// On a chunk's end (55P03) the lock may have been granted after all (PostgreSQL's
+// LockErrorCleanup): the unlock that follows undoes such a grant, then the wait is sent
+// again unless the deadline has passed.
 #pragma once
 
 #include <chrono>
@@ -25,9 +28,11 @@ namespace dlock::postgres {
 class PgAcquisition : public spi::Acquisition {
  public:
   PgAcquisition(PgBackend& backend, const spi::AttemptRequest& request, std::function<void()> wake);
-  // Abandons a wait: cancels it, undoes a grant that raced with the cancel, and returns the
-  // session to the pool (or closes it when in doubt). Blocks about a round trip; against a
-  // server that stops answering, at most command_timeout (then the session is closed).
+  // Abandons a wait: at its deadline, reads the wait's answer (the server ends it then);
+  // earlier (cancellation), cancels it. Then undoes a grant that raced with the give-up and
+  // returns the session to the pool (or closes it when in doubt). Blocks about a round trip
+  // (a cancel: a connection's setup more); against a server that stops answering, at most
+  // command_timeout (then the session is closed).
   ~PgAcquisition() override;
 
   spi::Attempt attempt() override;
@@ -46,8 +51,10 @@ class PgAcquisition : public spi::Acquisition {
   bool shared() const noexcept { return request_.mode == LockMode::shared; }
   // A try on a holder session, moving to the next candidate key on a collision.
   spi::Attempt try_once();
-  // Sends the blocking acquire on waiter_ (REQUIRES: waiter_->mu held).
+  // Sends the blocking acquire on waiter_ (REQUIRES: waiter_->mu held), with a lock_timeout
+  // that ends it at the caller's deadline or after wait_chunk, whichever comes first.
   void send_wait();
+  bool past_deadline() const noexcept { return Clock::now() >= request_.deadline; }
   // Sends the blocking acquire on waiter_ (taken from the pool by the caller) and reads its
   // answer here if it comes within `window` (0: never). True if it came (or the connection
   // ended): from_waiter() takes it. A send that fails drops the session and throws.
@@ -76,6 +83,9 @@ class PgAcquisition : public spi::Acquisition {
   mutable int key_index_ = -1;        // key_ is candidate key_index_ (hashed once per index)
   mutable std::int64_t key_ = 0;
   std::shared_ptr<Session> waiter_;   // dedicated while a wait is on the server
+  // When the server ends the wait in flight by itself (its lock_timeout runs from a little
+  // later: when the statement arrives); max() when it never does.
+  Clock::time_point wait_ends_ = Clock::time_point::max();
   bool attempted_ = false;            // attempt() ran before
   bool pool_full_ = false;            // no waiter session could be had: poll
 };

@@ -215,17 +215,17 @@ ResultPtr PgConn::take_result() {
   return first;
 }
 
-void PgConn::send_prepared(const char* name, std::int64_t key, const std::string* identity,
+void PgConn::send_prepared(const char* name, std::int64_t key, const std::string* second,
                            std::string_view doing, Clock::time_point deadline) {
   drain(deadline, doing);
   std::uint64_t k;
   std::memcpy(&k, &key, sizeof k);
   char key_be[8];
   for (int i = 7; i >= 0; --i, k >>= 8) key_be[i] = static_cast<char>(k & 0xff);
-  const char* values[2] = {key_be, identity ? identity->data() : nullptr};
-  const int lengths[2] = {8, identity ? static_cast<int>(identity->size()) : 0};
+  const char* values[2] = {key_be, second ? second->data() : nullptr};
+  const int lengths[2] = {8, second ? static_cast<int>(second->size()) : 0};
   const int formats[2] = {1, 1};
-  if (!PQsendQueryPrepared(conn_, name, identity ? 2 : 1, values, lengths, formats, 0)) {
+  if (!PQsendQueryPrepared(conn_, name, second ? 2 : 1, values, lengths, formats, 0)) {
     throw translate_error(where_, doing, conn_, nullptr);
   }
   in_flight_ = true;

@@ -53,11 +53,13 @@ class PgConn {
   // Runs `sql` and returns its (last) result, error results included.
   ResultPtr query_simple(const std::string& sql, std::string_view doing, Clock::time_point deadline);
 
-  // Sends prepared statement `name` with $1 = key (and $2 = identity if given), in binary.
+  // Sends prepared statement `name` with $1 = key (and $2 = `second` if given: an identity
+  // for a bytea, a lock_timeout for a text parameter), in binary (a text's binary form is
+  // its bytes).
   // The result is collected by wait_result() or, for the monitor, poll_input()/take_result().
   // Throws unavailable if the connection is broken; drains a statement left in flight by an
   // earlier timeout first (up to `deadline`).
-  void send_prepared(const char* name, std::int64_t key, const std::string* identity,
+  void send_prepared(const char* name, std::int64_t key, const std::string* second,
                      std::string_view doing, Clock::time_point deadline);
   // Sends `sql` as an unnamed statement with text parameters $1.. (lease mode: no prepared
   // statements, so a transaction pooler can carry it).

@@ -17,11 +17,21 @@ const std::string now_us = "(extract(epoch FROM clock_timestamp()) * 1000000)::b
 // once and only when the CASE reaches it, so a busy try consumes no token. The
 // transaction-scoped shared lock orders the nextval against a concurrent bump (see
 // bump()); it is taken after the grant, so a waiter never holds it while it waits.
-std::string acquire(const std::string& seq_literal, const std::string& lock_expr, std::int32_t bump_obj) {
+// `from` (a waiter's) is the FROM clause of the lock call's subquery.
+std::string acquire(const std::string& seq_literal, const std::string& lock_expr, std::int32_t bump_obj,
+                    const std::string& from = "") {
   return "SELECT l.got, CASE WHEN l.got THEN (SELECT nextval(" + seq_literal +
          ") FROM (SELECT pg_advisory_xact_lock_shared(" + std::to_string(bump_lock_class) + ", " +
-         std::to_string(bump_obj) + ")) b) END FROM (SELECT " + lock_expr + " AS got OFFSET 0) l";
+         std::to_string(bump_obj) + ")) b) END FROM (SELECT " + lock_expr + " AS got" + from +
+         " OFFSET 0) l";
 }
+
+// A waiter's lock_timeout ($2, in ms; '0': none), set for this statement only (is_local:
+// the implicit transaction's end restores the session's value) by a subquery that runs
+// before the lock call reads it: the server ends the wait at the caller's deadline or at
+// the chunk's end, whichever comes first, with no cancel from outside.
+const std::string wait_timeout_from =
+    " FROM (SELECT set_config('lock_timeout', $2, true) AS lt OFFSET 0) t";
 
 // The claim of a key for an identity (once per key, ever: owner rows never change). The
 // INSERT wins or meets an existing row; in the second case the SELECT reads the owner,
@@ -95,9 +105,11 @@ AdvisorySql::AdvisorySql(const std::string& schema, const std::string& table) {
   prepare_all = prepare(stmt::claim, "bigint, bytea", claim(t)) +
                 prepare(stmt::try_x, "bigint", acquire(seq_literal, "pg_try_advisory_lock($1)", obj)) +
                 prepare(stmt::try_s, "bigint", acquire(seq_literal, "pg_try_advisory_lock_shared($1)", obj)) +
-                prepare(stmt::wait_x, "bigint", acquire(seq_literal, "pg_advisory_lock($1)::text = ''", obj)) +
-                prepare(stmt::wait_s, "bigint",
-                        acquire(seq_literal, "pg_advisory_lock_shared($1)::text = ''", obj)) +
+                prepare(stmt::wait_x, "bigint, text",
+                        acquire(seq_literal, "pg_advisory_lock($1)::text = ''", obj, wait_timeout_from)) +
+                prepare(stmt::wait_s, "bigint, text",
+                        acquire(seq_literal, "pg_advisory_lock_shared($1)::text = ''", obj,
+                                wait_timeout_from)) +
                 prepare(stmt::unlock_x, "bigint", "SELECT pg_advisory_unlock($1)") +
                 prepare(stmt::unlock_s, "bigint", "SELECT pg_advisory_unlock_shared($1)") +
                 bump(seq_literal, obj);

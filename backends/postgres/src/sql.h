@@ -24,7 +24,7 @@ namespace stmt {
 inline constexpr const char* claim = "dlock_claim";    // ($1 key, $2 identity) -> t | f | NULL
 inline constexpr const char* try_x = "dlock_try_x";    // ($1 key) -> got, token
 inline constexpr const char* try_s = "dlock_try_s";
-inline constexpr const char* wait_x = "dlock_wait_x";  // ($1 key) -> got, token
+inline constexpr const char* wait_x = "dlock_wait_x";  // ($1 key, $2 lock_timeout ms) -> got, token
 inline constexpr const char* wait_s = "dlock_wait_s";
 inline constexpr const char* unlock_x = "dlock_unlock_x";  // ($1 key) -> t | f
 inline constexpr const char* unlock_s = "dlock_unlock_s";

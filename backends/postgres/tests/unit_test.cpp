@@ -221,6 +221,13 @@ TEST(PgSql, QuotedTableParametersOnlyAndOneLockCall) {
   EXPECT_NE(sql.prepare_all.find("pg_try_advisory_lock_shared($1)"), std::string::npos);
   EXPECT_NE(sql.prepare_all.find("pg_advisory_lock($1)::text = ''"), std::string::npos);
   EXPECT_NE(sql.prepare_all.find("SELECT pg_advisory_unlock_shared($1)"), std::string::npos);
+  // A wait carries its own lock_timeout (the caller's deadline), for that statement only,
+  // set in a subquery that runs before the lock call.
+  EXPECT_NE(sql.prepare_all.find("PREPARE dlock_wait_x(bigint, text)"), std::string::npos);
+  EXPECT_NE(sql.prepare_all.find("PREPARE dlock_wait_s(bigint, text)"), std::string::npos);
+  EXPECT_NE(sql.prepare_all.find("(SELECT pg_advisory_lock($1)::text = '' AS got FROM (SELECT "
+                                 "set_config('lock_timeout', $2, true) AS lt OFFSET 0) t OFFSET 0) l"),
+            std::string::npos);
   // The lock function runs exactly once per statement; the token only after a grant.
   EXPECT_NE(sql.prepare_all.find(" AS got OFFSET 0) l"), std::string::npos);
   EXPECT_NE(sql.prepare_all.find("CASE WHEN l.got THEN (SELECT nextval('\"locks\".\"fence_token\"'::regclass)"),

@@ -56,6 +56,10 @@ struct AttemptRequest {
   // false for a try-once acquire: attempt() is called once and a Busy must leave nothing
   // behind (no queue entry, node, row or blocked wait).
   bool will_wait = false;
+  // When the caller stops waiting (steady clock; max() for ever). A backend whose wait
+  // blocks on the server can let the server end it there (PostgreSQL's lock_timeout), so
+  // that giving up at the deadline needs no cancel. Cancellation may still come earlier.
+  std::chrono::steady_clock::time_point deadline = std::chrono::steady_clock::time_point::max();
 };
 
 // The lock is busy. retry_after, if known (e.g. the holder's remaining TTL), bounds how
