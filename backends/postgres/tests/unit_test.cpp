@@ -149,6 +149,9 @@ TEST(PgOptions, RejectsWhatIsWrongNamingIt) {
       {"postgres://h/d?pool=1", "pool"},
       {"postgres://h/d?create_tables=maybe", "create_tables"},
       {"postgres://h/d?lease=5s", "lease"},
+      // Advisory-only settings that lease mode would ignore: refused, not silently dropped.
+      {"postgres://h/d?mode=lease&session_timeout=5s", "session_timeout"},
+      {"postgres://h/d?mode=lease&wait_chunk=1s", "wait_chunk"},
       {"postgres://u:p@h/d?password=q", "password"},
       {"postgres://h/d?prefix=" + std::string(300, 'x'), "prefix"},
       {"postgres://h/d?sslmode=bogus", "sslmode"},  // libpq's own check would look like a dead server
