@@ -108,8 +108,15 @@ PgOptions parse_options(const Uri& uri) {
   }
   if (auto s = params.take_string("schema")) o.schema = identifier(params, "schema", *s);
   if (auto t = params.take_string("table")) o.table = identifier(params, "table", *t);
-  if (auto d = params.take_duration("session_timeout")) o.session_timeout = *d;
+  const auto advisory_only = [&](std::string_view key) {
+    if (o.mode == Mode::lease) bad(params, std::string(key) + "= is for mode=advisory (lease rows neither hold a session nor wait in the server's lock queue)");
+  };
+  if (auto d = params.take_duration("session_timeout")) {
+    advisory_only("session_timeout");
+    o.session_timeout = *d;
+  }
   if (auto chunk = params.take_string("wait_chunk")) {
+    advisory_only("wait_chunk");
     try {
       o.wait_chunk = *chunk == "0" ? std::chrono::milliseconds(0) : parse_duration(*chunk);
     } catch (const Error& e) {
