@@ -9,6 +9,8 @@
 
 #include <atomic>
 #include <cstdlib>
+#include <iostream>
+#include <optional>
 #include <thread>
 
 #include "dlock/dlock.h"
@@ -255,6 +257,66 @@ TEST_F(MysqlProviderTest, CancelledWaiterLeavesNothingBehind) {
   t.join();
   EXPECT_TRUE(a->release());
   EXPECT_TRUE(wait_until([&] { return db_->lock_transactions(true).empty(); }, 2s));
+}
+
+// A waiter whose grant races with its give-up (the holder releases just as the waiter is
+// cancelled or its deadline passes) must have undone that grant on the server by the time
+// its try_lock returns "not acquired": a try-once right after must not find the lock busy
+// (hostile review F4: the grant was closed on a detached thread, and for a few ms nobody
+// held the lock yet everyone was refused). Each round queues the waiter for sure, then
+// releases the holder and gives the waiter up at the same moment; half the rounds cancel
+// (stop_token), half run into the deadline. Before the fix a ghost showed up within 0-25
+// rounds (10 runs of 10); the loop is bounded. mode=lease has no background wait (each
+// attempt is one synchronous statement), so it must pass the same rounds.
+void race_give_up_against_release(TestDb& db, ILockProvider& p, bool lease, int max_rounds) {
+  const std::string queued_sql =
+      "SELECT COUNT(*) FROM information_schema.PROCESSLIST WHERE DB = '" + db.name() +
+      "' AND INFO LIKE '%FOR UPDATE WAIT%'";
+  int empty_handed = 0;
+  int rounds = 0;
+  const auto stop_at = Clock::now() + 20s;
+  for (; rounds < max_rounds && Clock::now() < stop_at; ++rounds) {
+    auto a = p.try_lock("race", Wait::try_once(), {.owner = "a"});
+    ASSERT_TRUE(a) << "round " << rounds << ": the holder could not take a free lock";
+    const bool cancel = rounds % 2 == 0;
+    std::stop_source stop;
+    std::optional<Lease> b;
+    const auto wait = cancel ? Wait::forever() : Wait::for_duration(100ms);
+    const auto t0 = Clock::now();
+    std::thread tb([&] { b = p.try_lock("race", wait, {.owner = "b", .cancel = stop.get_token()}); });
+    if (lease) {
+      std::this_thread::sleep_for(20ms);  // a few polls
+    } else {
+      // The waiter is in InnoDB's queue before the holder lets go.
+      ASSERT_TRUE(wait_until([&] { return db.query(queued_sql).at(0) != "0"; }, 5s)) << "round " << rounds;
+    }
+    if (!cancel) std::this_thread::sleep_until(t0 + 100ms - std::chrono::microseconds(200 * (rounds % 5)));
+    EXPECT_TRUE(a->release());
+    if (cancel) stop.request_stop();
+    tb.join();
+    if (b) {
+      EXPECT_TRUE(b->release());
+      continue;
+    }
+    ++empty_handed;
+    auto c = p.try_lock("race", Wait::try_once(), {.owner = "c"});
+    ASSERT_TRUE(c) << "round " << rounds << " (" << (cancel ? "cancelled" : "deadline")
+                   << "): a try-once found the lock busy after the waiter came back empty-handed "
+                      "and the holder released: the waiter's raced grant was still on the server";
+    EXPECT_TRUE(c->release());
+  }
+  std::cout << rounds << " rounds, " << empty_handed << " with the waiter empty-handed\n";
+  EXPECT_GT(empty_handed, 0) << "the race never happened: the test proves nothing";
+}
+
+TEST_F(MysqlProviderTest, AGrantRacingTheGiveUpIsUndoneBeforeTryLockReturns) {
+  auto p = open("session_timeout=10s&command_timeout=5s");
+  race_give_up_against_release(*db_, *p, false, 200);
+}
+
+TEST_F(MysqlProviderTest, LeaseModeGiveUpLeavesNoHoldBehindEither) {
+  auto p = open("mode=lease&session_timeout=10s&command_timeout=5s");
+  race_give_up_against_release(*db_, *p, true, 60);
 }
 
 TEST_F(MysqlProviderTest, PoolExhaustionIsUnavailableNotAHang) {
