@@ -34,6 +34,8 @@ bool kill_query(Shared& shared, std::uint64_t id) noexcept {
   }
 }
 
+const Batch kRollback{"ROLLBACK", 1};
+
 // A waiter's statement waits this long on the server (a year): it ends by a grant, a KILL
 // QUERY or a closed connection, never by running out, so the waiter keeps its queue place.
 constexpr Wait kWaitUntilGranted{std::chrono::hours(24 * 365)};
@@ -42,21 +44,76 @@ constexpr Wait kWaitUntilGranted{std::chrono::hours(24 * 365)};
 // its statement starts, or not at all while the server stalls). If it has not ended after
 // command_timeout, the waiter's socket is shut down, which fails its read at once (closing
 // the connection ends the wait on the server). Gives up after wait_chunk + 2 command_timeout
-// (the socket unknown and the server unreachable: TCP keepalive ends the wait).
+// (the socket unknown and the server unreachable: TCP keepalive ends the wait). The deadline
+// is armed and disarmed under st->mu, and never once the waiter thread has let go of the
+// connection (let_go_locked): a closed socket's number, maybe reused, is never shut down.
 void kill_until_finished(const std::shared_ptr<Shared>& shared, const std::shared_ptr<WaitState>& st,
-                         std::uint64_t id, int fd) {
+                         std::uint64_t id) {
   const auto& o = shared->options;
   const auto give_up = Clock::now() + o.wait_chunk + 2 * o.command_timeout;
-  const std::uint64_t bound = fd >= 0 ? shared->bounds.arm(fd, Clock::now() + o.command_timeout) : 0;
   std::unique_lock lock(st->mu);
-  while (!st->finished && Clock::now() < give_up) {
+  if (!st->finished && !st->answered && st->conn_fd >= 0) {
+    st->kill_bound = shared->bounds.arm(st->conn_fd, Clock::now() + o.command_timeout);
+  }
+  while (!st->finished && !st->answered && Clock::now() < give_up) {
     lock.unlock();
     kill_query(*shared, id);
     lock.lock();
-    st->cv.wait_for(lock, std::chrono::milliseconds(100), [&] { return st->finished; });
+    st->cv.wait_for(lock, std::chrono::milliseconds(100), [&] { return st->finished || st->answered; });
   }
-  lock.unlock();
-  if (bound != 0) shared->bounds.disarm(bound);
+  if (st->kill_bound != 0) {
+    shared->bounds.disarm(st->kill_bound);
+    st->kill_bound = 0;
+  }
+}
+
+// The waiter thread lets go of its connection's wait: no more KILL QUERY for it, and the
+// give-up's deadline on its socket is disarmed. True if that deadline had fired (the socket
+// is shut down: the connection is unusable). REQUIRES: st.mu held.
+bool let_go_locked(Shared& shared, WaitState& st) {
+  st.answered = true;
+  st.cv.notify_all();  // the kill thread stops
+  if (st.kill_bound == 0) return false;
+  const bool fired = shared.bounds.disarm(st.kill_bound);
+  st.kill_bound = 0;
+  return fired;
+}
+
+// Ends the transaction of a given-up waiter connection (a grant that raced with the give-up,
+// or the row an interrupted wait still counts) before returning, so that nothing of the
+// waiter is left on the server once the acquire has returned: ROLLBACK within
+// command_timeout (run_bounded), then the connection goes back to the cache. Without
+// `rollback` (the connection is dead or its socket shut down), or if the ROLLBACK fails, the
+// connection is closed here, on this thread: the server rolls back as soon as it reads that.
+void end_transaction(Shared& shared, std::shared_ptr<Connection> conn, bool rollback) noexcept {
+  if (rollback) {
+    try {
+      run_bounded(shared, conn, kRollback);
+      conn->dirty = false;
+      shared.pool.put(std::move(conn));
+      return;
+    } catch (...) {
+    }
+  }
+  conn->broken = true;
+  conn.reset();  // the last reference (unless run_bounded's helper thread still runs on it)
+}
+
+// An abandoned waiter thread's last steps: its transaction ended (end_transaction), then the
+// acquisition, which waits for `finished`, is told.
+void finish_abandoned(Shared& shared, const std::shared_ptr<WaitState>& st,
+                      std::shared_ptr<Connection> conn, bool rollback) {
+  bool fired = false;
+  {
+    std::lock_guard lock(st->mu);
+    fired = let_go_locked(shared, *st);
+  }
+  end_transaction(shared, std::move(conn), rollback && !fired);
+  WaiterThreads::finishing();
+  std::lock_guard lock(st->mu);
+  st->phase = Phase::done;
+  st->finished = true;
+  st->cv.notify_all();
 }
 
 // The waiter thread: blocks in InnoDB's queue, in one statement, until granted, failed or
@@ -67,6 +124,7 @@ void wait_loop(const std::shared_ptr<Shared>& shared, const std::shared_ptr<Wait
   auto finish = [&](Phase phase, std::shared_ptr<Connection> conn, bool keep) {
     WaiterThreads::finishing();
     std::lock_guard lock(st->mu);
+    let_go_locked(*shared, *st);  // before the connection is closed
     if (phase == Phase::failed && !st->abandoned && st->wake) st->wake();
     if (!st->abandoned || phase != Phase::granted) st->phase = phase;
     st->finished = true;
@@ -112,14 +170,19 @@ void wait_loop(const std::shared_ptr<Shared>& shared, const std::shared_ptr<Wait
         continue;
       }
       const std::uint64_t token = parse_token(rows, o);
-      WaiterThreads::finishing();
-      std::lock_guard lock(st->mu);
-      st->finished = true;
-      st->cv.notify_all();
-      if (st->abandoned) {  // a grant that raced with the give-up: closing undoes it
-        Shared::discard(std::move(conn));
+      std::unique_lock lock(st->mu);
+      if (st->abandoned) {
+        // A grant that raced with the give-up: undone (ROLLBACK) before the acquisition,
+        // which waits for `finished`, returns "not acquired"; otherwise another owner's
+        // try-once would find the row locked by nobody for a moment.
+        lock.unlock();
+        finish_abandoned(*shared, st, std::move(conn), true);
         return;
       }
+      WaiterThreads::finishing();
+      let_go_locked(*shared, *st);
+      st->finished = true;
+      st->cv.notify_all();
       st->phase = Phase::granted;
       st->conn = std::move(conn);
       st->token = token;
@@ -138,18 +201,10 @@ void wait_loop(const std::shared_ptr<Shared>& shared, const std::shared_ptr<Wait
         abandoned = st->abandoned;
       }
       if (abandoned) {
-        // An interrupted wait still counts a locked row in its transaction: end it before
-        // the connection goes back to the cache, so nothing is left on the server.
-        bool clean = false;
-        if (!connection_lost(e)) {
-          try {
-            conn->run({"ROLLBACK", 1});
-            conn->dirty = false;
-            clean = true;
-          } catch (...) {
-          }
-        }
-        finish(Phase::done, std::move(conn), clean);
+        // An interrupted wait still counts a locked row in its transaction (and a KILL that
+        // arrived just after a grant interrupts a statement whose row is locked): end it
+        // before the acquisition returns and the connection goes back to the cache.
+        finish_abandoned(*shared, st, std::move(conn), !connection_lost(e));
         return;
       }
       if (e.getErrorCode() == code::lock_wait_timeout) continue;  // a year passed
@@ -177,33 +232,32 @@ RowAcquisition::~RowAcquisition() {
   auto st = wait_;
   std::shared_ptr<Connection> granted;
   std::uint64_t id = 0;
-  int fd = -1;
   {
     std::lock_guard lock(st->mu);
     st->abandoned = true;
     if (st->phase == Phase::granted) granted = std::move(st->conn);
-    if (st->finished) {
-      if (granted) Shared::discard(std::move(granted));
-      return;
-    }
-    id = st->conn_id;
-    fd = st->conn_fd;
+    if (!st->finished) id = st->conn_id;
   }
-  if (granted) Shared::discard(std::move(granted));
-  if (id == 0) return;  // still connecting: the thread sees `abandoned` and leaves
+  if (granted) {
+    // A grant that arrived after the core's last attempt: undone here, one round trip
+    // (ROLLBACK within command_timeout), so the row is free once the acquire returns.
+    end_transaction(*shared_, std::move(granted), true);
+    return;
+  }
+  if (id == 0) return;  // finished, or still connecting: the thread sees `abandoned` and leaves
   // The KILL needs a connection (a slot, a connect): not on the caller's thread, which
-  // must return within its wait plus a round trip. A grant that races with it is closed by
-  // the waiter thread (it sees `abandoned`).
+  // must return within its wait plus a round trip. A grant that races with it is undone by
+  // the waiter thread (it sees `abandoned`) before it sets `finished`.
   try {
-    std::thread([shared = shared_, st, id, fd] { kill_until_finished(shared, st, id, fd); }).detach();
+    std::thread([shared = shared_, st, id] { kill_until_finished(shared, st, id); }).detach();
   } catch (...) {
-    // No thread (very rare): the wait ends when a grant arrives (closed then) or the
+    // No thread (very rare): the wait ends when a grant arrives (undone then) or the
     // connection is found dead.
     return;
   }
-  // The round trip: once the KILL has ended the waiter's statement, nothing of this waiter is
-  // left in InnoDB's queue to keep a newcomer out. A server that does not answer gets one
-  // command_timeout; the KILL goes on in the background.
+  // The round trip: once the KILL has ended the waiter's statement (or a raced grant was
+  // rolled back), nothing of this waiter is left on the server to keep another owner out. A
+  // server that does not answer gets one command_timeout; the KILL goes on in the background.
   std::unique_lock lock(st->mu);
   st->cv.wait_for(lock, shared_->options.command_timeout, [&] { return st->finished; });
 }

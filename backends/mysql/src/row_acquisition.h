@@ -27,6 +27,10 @@ struct WaitState {
   std::shared_ptr<Connection> conn; // guarded by mu
   std::uint64_t conn_id = 0;        // guarded by mu: for KILL QUERY
   int conn_fd = -1;                 // guarded by mu: its socket, shut down if KILL fails
+  // guarded by mu: the wait's statement has returned (or the connection is given up): no
+  // more KILL QUERY, and no deadline is armed on the socket any more.
+  bool answered = false;
+  std::uint64_t kill_bound = 0;     // guarded by mu: the give-up's deadline on conn_fd (ReadBound)
   std::uint64_t token = 0;
   std::chrono::steady_clock::time_point sent;  // the expiry estimate starts here
   std::function<void()> wake;       // called under mu, never after abandoned is set
@@ -36,10 +40,13 @@ class RowAcquisition final : public spi::Acquisition {
  public:
   RowAcquisition(std::shared_ptr<Shared> shared, const spi::AttemptRequest& request,
                  std::function<void()> wake);
-  // Abandons a wait without blocking: KILL QUERY of the waiter connection is sent (and
-  // repeated until the wait ends) from a background thread; a grant that raced with the
-  // give-up is closed (dropping its connection ends the transaction), now or by the waiter
-  // thread when it arrives later.
+  // Abandons a wait: KILL QUERY of the waiter connection is sent (and repeated until the
+  // wait ends) from a background thread, and this waits (at most command_timeout) until the
+  // wait has ended on the server. A grant that raced with the give-up is undone before this
+  // returns, by a ROLLBACK on its connection (one round trip, within command_timeout; if that
+  // fails, the connection is closed on the same thread): here when the grant had already
+  // arrived, else by the waiter thread while this waits for it. So when the acquire returns
+  // "not acquired", the row is already free for a try-once of another owner.
   ~RowAcquisition() override;
 
   spi::Attempt attempt() override;

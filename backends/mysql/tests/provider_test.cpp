@@ -229,8 +229,7 @@ TEST_F(MysqlProviderTest, TimedOutWaiterLeavesNothingBehind) {
       << "a waiter's transaction is still there";
   EXPECT_TRUE(a->release());
   std::vector<std::string> left_ids;
-  // INNODB_TRX is refreshed at most every 100 ms, and a waiter granted as the holder
-  // released is closed on a background thread: allow a few seconds on a loaded machine.
+  // INNODB_TRX is refreshed at most every 100 ms: allow a few seconds on a loaded machine.
   EXPECT_TRUE(wait_until([&] { return (left_ids = db_->lock_transactions(true)).empty(); }, 5s))
       << left_ids.size() << " left, first " << (left_ids.empty() ? "" : left_ids[0]) << "; " << [&] {
            std::string left;
