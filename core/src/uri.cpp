@@ -270,9 +270,11 @@ UriParams::UriParams(const Uri& uri) : uri_(uri), left_(uri.params) {}
 
 std::string UriParams::redacted() const {
   Uri shown = uri_;
-  for (auto& [key, value] : shown.params) {
+  for (auto& param : shown.params) {
+    // (No structured binding: clang 14 cannot capture one in the lambda.)
+    const std::string& key = param.first;
     const bool unread = std::any_of(left_.begin(), left_.end(), [&](const auto& p) { return p.first == key; });
-    if (unread) value = "***";
+    if (unread) param.second = "***";
   }
   return shown.redacted();
 }
