@@ -7,7 +7,7 @@
 --
 -- Returns 1 if something was removed, 0 otherwise.
 local hash = KEYS[1]
-local readers, counter, queue, deadlines, arrivals = lock_keys(hash)
+local readers, counter, queue, deadlines = lock_keys(hash)
 local waiter, owner, mode, lease = ARGV[1], ARGV[2], ARGV[3], ARGV[4]
 -- Checked before the first write: the hand-over below issues tokens.
 if redis.call('EXISTS', queue) == 1 then last_token(counter) end
@@ -36,6 +36,6 @@ end
 if redis.call('EXISTS', queue) == 1 then
   held = purge_readers(hash, readers, held)
   purge_waiters(queue, deadlines)
-  grant_queued(hash, readers, counter, queue, deadlines, arrivals, held, tonumber(ARGV[5]))
+  grant_queued(hash, readers, counter, queue, deadlines, held, tonumber(ARGV[5]))
 end
 return removed

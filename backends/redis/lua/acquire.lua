@@ -14,7 +14,7 @@
 -- Returns the fencing token (>= 1) when granted, or -(the holder's remaining ms + 1) (0 if
 -- unknown) when busy, or -(ms left) while nothing is granted after data loss.
 local hash = KEYS[1]
-local readers, counter, queue, deadlines, arrivals = lock_keys(hash)
+local readers, counter, queue, deadlines = lock_keys(hash)
 local owner, mode, lease = ARGV[1], ARGV[2], tonumber(ARGV[3])
 local waiter, will_wait = ARGV[4], ARGV[5] == '1'
 local heartbeat, silent = tonumber(ARGV[6]), ARGV[10] == '1'
@@ -100,7 +100,7 @@ if mode_read ~= 'w' then
     -- Waiters that stopped refreshing (crashed, hung) are dropped.
     if queued and purge_waiters(queue, deadlines) and held ~= 'w' then
       -- Dead waiters made room: the next ones (this caller, perhaps) get the lock now.
-      held = grant_queued(hash, readers, counter, queue, deadlines, arrivals, held, heartbeat)
+      held = grant_queued(hash, readers, counter, queue, deadlines, held, heartbeat)
     end
 
     -- This owner already holds it in this mode: the queue handed it over (to a caller that
@@ -140,7 +140,7 @@ if mode_read ~= 'w' then
         redis.call('ZREM', queue, me)
         redis.call('ZREM', deadlines, me)
         -- Readers queued right behind may join (nothing happens under a writer).
-        grant_queued(hash, readers, counter, queue, deadlines, arrivals, held, heartbeat)
+        grant_queued(hash, readers, counter, queue, deadlines, held, heartbeat)
       end
       return granted(token)
     end
@@ -148,16 +148,17 @@ if mode_read ~= 'w' then
 end
 
 if will_wait then
-  -- NX: a waiter keeps its place; every attempt refreshes its deadline.
+  -- NX: a waiter keeps its place; every attempt refreshes its deadline. The place is the
+  -- server clock in microseconds: each script reads it anew and runs longer than that, so
+  -- arrivals are ordered with no counter to keep (the clock never steps back: "Server clock").
   local me = member_of(mode, lease, waiter, owner)
-  redis.call('ZADD', queue, 'NX', redis.call('INCR', arrivals), me)
+  redis.call('ZADD', queue, 'NX', string.format('%d', now_us()), me)
   redis.call('ZADD', deadlines, now() + heartbeat, me)
   -- Every deadline is at most now + heartbeat: keeping the queue's keys alive longer than
   -- that (renewed when less is left) means they never outlive their waiters.
   if redis.call('PTTL', queue) < heartbeat then
     redis.call('PEXPIRE', queue, heartbeat * 3)
     redis.call('PEXPIRE', deadlines, heartbeat * 3)
-    redis.call('PEXPIRE', arrivals, heartbeat * 3)
   end
 end
 -- The holder's remaining lease bounds the caller's sleep; +1 so that a lease in its last

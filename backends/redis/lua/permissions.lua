@@ -5,15 +5,15 @@
 --
 -- The names come as arguments, not keys: a user denied a key could not even run the check.
 -- ARGV[1] holders hash   ARGV[2] reader expiries   ARGV[3] fencing counter   ARGV[4] queue
--- ARGV[5] waiter deadlines   ARGV[6] arrival counter   ARGV[7] a release latch
--- ARGV[8] data-loss marker   ARGV[9] the acquire script's SHA1
+-- ARGV[5] waiter deadlines   ARGV[6] a release latch   ARGV[7] data-loss marker
+-- ARGV[8] the acquire script's SHA1
 --
 -- Returns what is denied, one "<COMMAND> on key <key>" per entry; empty when everything is
 -- allowed or the server predates redis.acl_check_cmd (Redis < 7: then a missing right shows
 -- as NOPERM when it is used).
 if not redis.acl_check_cmd then return {} end
-local hash, readers, counter, queue, deadlines, arrivals, latch, marker, sha =
-  ARGV[1], ARGV[2], ARGV[3], ARGV[4], ARGV[5], ARGV[6], ARGV[7], ARGV[8], ARGV[9]
+local hash, readers, counter, queue, deadlines, latch, marker, sha =
+  ARGV[1], ARGV[2], ARGV[3], ARGV[4], ARGV[5], ARGV[6], ARGV[7], ARGV[8]
 local grants = hash .. ':g:' .. 'w'  -- a waiter's grant list
 
 local checks = {
@@ -27,13 +27,13 @@ local checks = {
   {'hset', hash, 'f', 'v'}, {'hget', hash, 'f'}, {'hmget', hash, 'f'}, {'hexists', hash, 'f'},
   {'hdel', hash, 'f'}, {'hlen', hash}, {'hincrby', hash, 'f', '1'},
   {'pexpire', hash, '1'}, {'pexpire', readers, '1'}, {'pexpire', queue, '1'},
-  {'pexpire', deadlines, '1'}, {'pexpire', arrivals, '1'}, {'pttl', hash}, {'pttl', queue},
+  {'pexpire', deadlines, '1'}, {'pttl', hash}, {'pttl', queue},
   {'zadd', readers, '1', 'm'}, {'zadd', queue, 'NX', '1', 'm'}, {'zadd', deadlines, '1', 'm'},
   {'zrem', readers, 'm'}, {'zrem', queue, 'm'}, {'zrem', deadlines, 'm'},
   {'zrange', readers, '0', '0'}, {'zrange', queue, '0', '0'},
   {'zrangebyscore', readers, '-inf', '1'}, {'zrangebyscore', deadlines, '-inf', '1'},
   {'zremrangebyscore', readers, '-inf', '1'}, {'zremrangebyscore', deadlines, '-inf', '1'},
-  {'zscore', readers, 'm'}, {'incr', arrivals}, {'del', arrivals},
+  {'zscore', readers, 'm'},
 }
 local denied, seen = {}, {}
 for _, c in ipairs(checks) do

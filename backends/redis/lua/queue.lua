@@ -7,14 +7,14 @@
 -- refuses only a script's first write that may grow memory, then lets the script finish.
 --
 -- Every caller that will wait queues (fair or not). A waiter's member in the queue zset
--- (score: arrival number) and in the deadlines zset (score: heartbeat deadline, server ms)
--- says what to grant it: "<x|s>|<lease ms>|<length of waiter id>|<waiter id><owner key>".
+-- (score: arrival, server clock in microseconds) and in the deadlines zset (score: heartbeat
+-- deadline, server ms) says what to grant it: "<x|s>|<lease ms>|<length of waiter id>|<waiter id><owner key>".
 
 -- A lock's keys besides its holders hash KEYS[1] (README.md, "Key layout"): named after it,
--- so a request sends one key instead of six (they share its hash tag, so its slot).
--- Returns the reader expiries, fencing counter, queue, waiter deadlines and arrival counter.
+-- so a request sends one key instead of five (they share its hash tag, so its slot).
+-- Returns the reader expiries, fencing counter, queue and waiter deadlines.
 local function lock_keys(hash)
-  return hash .. ':r', hash .. ':t', hash .. ':q', hash .. ':d', hash .. ':n'
+  return hash .. ':r', hash .. ':t', hash .. ':q', hash .. ':d'
 end
 
 -- The server's clock, read once per script and only when needed (never the client's):
@@ -156,14 +156,11 @@ end
 -- its next attempt) gives it its full lease counted from then, and a grantee that died meanwhile blocks the lock no longer than
 -- that. `head`, if given, is the queue's head as the caller just read it. Returns the lock's
 -- mode afterwards.
-local function grant_queued(hash, readers, counter, queue, deadlines, arrivals, held, heartbeat, head)
+local function grant_queued(hash, readers, counter, queue, deadlines, held, heartbeat, head)
   local pickup = math.max(math.floor(heartbeat / 2), 1)
   while held ~= 'w' do
     head = head or redis.call('ZRANGE', queue, 0, 0)[1]
-    if not head then
-      redis.call('DEL', arrivals)
-      return held
-    end
+    if not head then return held end
     local m, lease, waiter, owner = parse_member(head)
     if m == 'x' and held then return held end  -- a writer waits for the readers to leave
     redis.call('ZREM', queue, head)
@@ -179,6 +176,5 @@ local function grant_queued(hash, readers, counter, queue, deadlines, arrivals, 
     end
     head = nil
   end
-  -- Under a writer, an emptied queue's arrival counter simply expires.
   return held
 end

@@ -9,7 +9,7 @@
 -- Returns 1 if this request gave the hold back (also on a repeat of a request that did),
 -- 0 if the owner held nothing (nothing is touched then).
 local hash = KEYS[1]
-local readers, counter, queue, deadlines, arrivals = lock_keys(hash)
+local readers, counter, queue, deadlines = lock_keys(hash)
 local owner, latch, latch_ttl = ARGV[1], hash .. ':u:' .. ARGV[2], ARGV[3]
 
 local state = redis.call('HMGET', hash, 'mode', owner)
@@ -72,6 +72,6 @@ redis.call('SET', latch, '1', 'PX', latch_ttl)
 -- waiters are not looked for here (the waiters' refreshes drop them): a grant to one that
 -- died lapses after its pick-up lease.
 if hand_over then
-  grant_queued(hash, readers, counter, queue, deadlines, arrivals, false, tonumber(ARGV[4]), head)
+  grant_queued(hash, readers, counter, queue, deadlines, false, tonumber(ARGV[4]), head)
 end
 return 1

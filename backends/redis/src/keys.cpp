@@ -31,7 +31,6 @@ LockKeys::LockKeys(std::string_view prefix, std::string_view name) : hash(lock_k
   counter = hash + ":t";
   queue = hash + ":q";
   deadlines = hash + ":d";
-  arrivals = hash + ":n";
 }
 
 std::string LockKeys::latch(std::string_view request_id) const {

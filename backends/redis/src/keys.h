@@ -21,9 +21,8 @@ struct LockKeys {
   std::string hash;       // <prefix>{<enc>}       holders: mode + owner key -> hold count
   std::string readers;    // <prefix>{<enc>}:r     zset owner key -> reader expiry (server ms)
   std::string counter;    // <prefix>{<enc>}:t     fencing counter (expires 10 leases after a grant)
-  std::string queue;      // <prefix>{<enc>}:q     waiters -> arrival number (lua/queue.lua)
+  std::string queue;      // <prefix>{<enc>}:q     waiters -> arrival (server µs; lua/queue.lua)
   std::string deadlines;  // <prefix>{<enc>}:d     waiters -> heartbeat deadline (server ms)
-  std::string arrivals;   // <prefix>{<enc>}:n     arrival counter
 
   LockKeys(std::string_view prefix, std::string_view name);
   // <prefix>{<enc>}:u:<request id>: one release request's latch.

@@ -187,10 +187,9 @@ TEST(RedisKeys, EveryKeyOfALockSharesOneHashTag) {
   EXPECT_EQ(k.counter, k.hash + ":t");
   EXPECT_EQ(k.queue, k.hash + ":q");
   EXPECT_EQ(k.deadlines, k.hash + ":d");
-  EXPECT_EQ(k.arrivals, k.hash + ":n");
   EXPECT_EQ(k.latch("r1"), k.hash + ":u:r1");
   const unsigned slot = hash_slot(k.hash);
-  for (const auto* key : {&k.readers, &k.counter, &k.queue, &k.deadlines, &k.arrivals}) {
+  for (const auto* key : {&k.readers, &k.counter, &k.queue, &k.deadlines}) {
     EXPECT_EQ(hash_slot(*key), slot) << *key;
   }
   EXPECT_EQ(hash_slot(k.latch("abc")), slot);
