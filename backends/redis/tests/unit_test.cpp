@@ -147,6 +147,19 @@ TEST(RedisOptions, MessagesNeverShowThePassword) {
   EXPECT_EQ(message.find("hunter2"), std::string::npos) << message;
 }
 
+// redis://secret@host is a common slip for redis://:secret@host. A user without a password
+// is refused, so that "user" is most likely a password: no message shows it.
+TEST(RedisOptions, AUserWithoutAPasswordIsNeverShown) {
+  std::string message;
+  for (const char* uri : {"redis://S3cr3tPw@127.0.0.1:17379", "redis://S3cr3tPw@h/xyz", "redis://S3cr3tPw@h?nope=1",
+                          "redis://S3cr3tPw@h?lease=1ms"}) {
+    EXPECT_EQ(code_of(uri, &message), ErrorCode::invalid_argument) << uri;
+    EXPECT_EQ(message.find("S3cr3tPw"), std::string::npos) << message;
+  }
+  code_of("redis://S3cr3tPw@h", &message);
+  EXPECT_NE(message.find("needs a password"), std::string::npos) << message;
+}
+
 // An unknown parameter may be a password under another name (pw=): named, never shown,
 // also when another parameter is the one at fault.
 TEST(RedisOptions, AnUnknownParametersValueIsNeverShown) {
