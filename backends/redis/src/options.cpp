@@ -28,7 +28,11 @@ std::uint32_t parse_db(const UriParams& params, std::string_view text) {
 
 RedisOptions parse_options(const Uri& uri) {
   RedisOptions o;
-  UriParams params(uri);
+  // A user without a password is refused below, and is most likely a password written
+  // without its colon (redis://secret@host): messages show it as ***.
+  Uri shown = uri;
+  if (!shown.user.empty() && !shown.password) shown.user = "***";
+  UriParams params(shown);
   if (uri.scheme == "redis+unix") {
     if (!uri.hosts.empty() && !(uri.hosts.size() == 1 && uri.hosts[0].host.empty())) {
       bad(params, "redis+unix:// takes no host (write redis+unix:///path/to/socket)");
