@@ -396,6 +396,40 @@ TEST_F(RedisHardeningTest, AWaitThatEndsDuringAStallLeavesNothingBehindAndOverru
   EXPECT_TRUE(other->try_lock("pw")) << "the lock is not free after the stall";
 }
 
+TEST_F(RedisHardeningTest, AWaitOnABusyNameThatMeetsAStallOverrunsOneTimeout) {
+  // The same on a name this process found busy before: its wait starts with the silent
+  // attempt on a wait connection of its own, which may have to be opened first.
+  PrivateServer stalling({"--enable-debug-command", "local"});
+  ASSERT_TRUE(stalling.running());
+  Raw raw(stalling.uri());
+  mark_dataset(raw, "dlock:");
+  auto p = dlock::open(stalling.uri() + "?command_timeout=500ms&connect_timeout=500ms");
+  {
+    auto other = dlock::open(stalling.uri());
+    auto held = other->try_lock("pb");
+    ASSERT_TRUE(held);
+    EXPECT_FALSE(p->try_lock("pb", Wait::for_duration(50ms))) << "granted while held";
+  }  // released: "pb" is a name p found busy
+  Stall stall(stalling, 2500ms);
+  const auto start = Clock::now();
+  try {
+    auto got = p->try_lock("pb", Wait::for_duration(100ms));
+    EXPECT_FALSE(got) << "granted during the stall";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), ErrorCode::unavailable) << e.what();
+  }
+  const auto took = Clock::now() - start;
+  EXPECT_LT(took, 900ms) << "took "
+                         << std::chrono::duration_cast<std::chrono::milliseconds>(took).count()
+                         << " ms for a 100 ms wait with command_timeout=500ms";
+  stall.over();
+  const auto left = gone_within(raw, lock_key("pb"), 3s);
+  EXPECT_TRUE(left) << "a hold nobody owns stayed after the stall";
+  EXPECT_EQ(raw.integer({"EXISTS", LockKeys("dlock:", "pb").queue}), 0) << "a queue entry stayed";
+  auto other = dlock::open(stalling.uri());
+  EXPECT_TRUE(other->try_lock("pb")) << "the lock is not free after the stall";
+}
+
 // --- 7. fencing counters expire, tokens keep increasing --------------------------------------
 
 TEST_F(RedisHardeningTest, CountersExpireAndTokensKeepIncreasing) {
