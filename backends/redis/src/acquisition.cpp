@@ -52,7 +52,13 @@ spi::Attempt RedisAcquisition::attempt() {
     }
   }
   // A contended name: queue and block in one write, with no reply until the grant.
-  if (!tried_ && req_.will_wait && backend_.queues_at_once(req_.name) && start_wait(true)) return spi::Busy{};
+  if (!tried_ && req_.will_wait && backend_.queues_at_once(req_.name)) {
+    const std::exception_ptr failed = start_wait(true);
+    if (!failed) return spi::Busy{};
+    // Opening its connection used up the wait (a stalled server: one command timeout
+    // already): no new request after the deadline.
+    if (Clock::now() >= req_.deadline) std::rethrow_exception(failed);
+  }
   const bool first = !tried_;
   spi::Attempt a = attempt_once();
   if (req_.will_wait && !wait_ && std::holds_alternative<spi::Busy>(a)) {
@@ -63,22 +69,24 @@ spi::Attempt RedisAcquisition::attempt() {
   return a;
 }
 
-bool RedisAcquisition::start_wait(bool with_attempt) noexcept {
+std::exception_ptr RedisAcquisition::start_wait(bool with_attempt) noexcept {
   const RedisOptions& o = backend_.options();
   try {
     const LockKeys k(o.prefix, req_.name);
     std::function<void(Connection&)> attempt;
     if (with_attempt) attempt = [this, &k](Connection& c) { backend_.append_silent_acquire(c, req_, k); };
+    std::unique_ptr<Connection> conn = backend_.wait_connection();  // nothing sent yet
     // Before sending: the attempt may have queued us or granted even if sending fails, so
-    // the next attempts look for our hold and the give-up abandons.
+    // the next attempts look for our hold and the give-up abandons. (Not before: a give-up
+    // after a connection that could not be opened has nothing to undo, and must not wait on
+    // the server that did not answer it.)
     tried_ = true;
     if (with_attempt) queued_ = true;
-    wait_ = std::make_unique<GrantWait>(backend_.wait_connection(), *backend_.scripts_, k.hash,
-                                        k.grants(req_.waiter_id), req_.owner_key, req_.lease, o.fair_heartbeat,
-                                        attempt);
-    return true;
+    wait_ = std::make_unique<GrantWait>(std::move(conn), *backend_.scripts_, k.hash, k.grants(req_.waiter_id),
+                                        req_.owner_key, req_.lease, o.fair_heartbeat, attempt);
+    return nullptr;
   } catch (...) {
-    return false;  // no dedicated connection now
+    return std::current_exception();  // no dedicated connection now
   }
 }
 

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <chrono>
+#include <exception>
 #include <functional>
 #include <memory>
 #include <optional>
@@ -45,8 +46,9 @@ class RedisAcquisition final : public spi::Acquisition {
  private:
   spi::Attempt attempt_once();
   // Starts the blocking wait (grant_wait.h); `with_attempt`: preceded by the silent first
-  // attempt (RedisBackend::append_silent_acquire). False if no connection could be had.
-  bool start_wait(bool with_attempt) noexcept;
+  // attempt (RedisBackend::append_silent_acquire). Returns null when the wait is on, else
+  // why it could not start (no connection could be had).
+  std::exception_ptr start_wait(bool with_attempt) noexcept;
   void stop_wait() noexcept;
 
   RedisBackend& backend_;
