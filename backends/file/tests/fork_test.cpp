@@ -9,6 +9,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <optional>
 #include <string>
 #include <thread>
 
@@ -20,6 +21,7 @@ namespace dlock::file {
 namespace {
 
 using namespace std::chrono_literals;
+using testing::eventually;
 using testing::range_state;
 
 // Runs `child` in a forked child that exits 0 if it returns true; returns the wait status.
@@ -48,6 +50,53 @@ TEST(FileFork, ChildReleasingAnInheritedLeaseLeavesTheParentsLock) {
   EXPECT_FALSE(dlock::open(dir.uri())->try_lock("f"));
   EXPECT_TRUE(lease->held());
   EXPECT_TRUE(lease->release());
+}
+
+// A waiter that gives up must unlock what it took rather than count on closing its
+// descriptor: a child forked while it waited (a pre-forked worker that never execs) shares
+// the open file description, and closing only the parent's copy would leave the writer's
+// gate (and the queue byte) locked for as long as the child lives, with nobody holding the
+// lock.
+TEST(FileFork, AWriterThatGivesUpLeavesNothingInAForkedChild) {
+  testing::TempDir dir;
+  auto a = dlock::open(dir.uri()), b = dlock::open(dir.uri()), c = dlock::open(dir.uri());
+  auto reader = a->try_lock_shared("g");
+  ASSERT_TRUE(reader);
+  std::optional<Lease> w;
+  std::jthread writer([&](std::stop_token stop) {
+    AcquireOptions opts;
+    opts.cancel = stop;
+    w = b->try_lock("g", Wait::forever(), opts);
+  });
+  // Waiting: it holds the gate (writer preference) and blocks on main.
+  ASSERT_TRUE(eventually([&] { return range_state(dir.path(), "g", Range::gate) == F_WRLCK; }));
+  int gone[2];  // the child lives until the parent closes its end
+  ASSERT_EQ(::pipe2(gone, O_CLOEXEC), 0);
+  pid_t child = ::fork();
+  if (child == 0) {
+    ::alarm(10);
+    ::close(gone[1]);
+    char byte;
+    (void)::read(gone[0], &byte, 1);
+    ::_exit(0);
+  }
+  ::close(gone[0]);
+  writer.request_stop();
+  writer.join();
+  EXPECT_FALSE(w);
+  reader->release();
+
+  // Nobody holds "g" now, while the child still lives.
+  EXPECT_EQ(range_state(dir.path(), "g", Range::gate), F_UNLCK);
+  EXPECT_EQ(range_state(dir.path(), "g", Range::queue), F_UNLCK);
+  EXPECT_TRUE(c->try_lock_shared("g"));
+  EXPECT_TRUE(c->try_lock("g"));
+  EXPECT_EQ(::waitpid(child, nullptr, WNOHANG), 0);  // the child was alive all along
+
+  ::close(gone[1]);
+  int status = 0;
+  ::waitpid(child, &status, 0);
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << "status " << status;
 }
 
 // The parent's provider is not the child's, even on file://: a parent thread may hold one
