@@ -28,14 +28,17 @@ FileAcquisition::FileAcquisition(const FileConfig& config, FdPool& pool,
   path_ += lock_file_name(request.name);
 }
 
-// Members do the work: wait_ cancels and joins its thread, then file_ closes (dropping a
-// writer's gate or a lock the thread took too late). Nothing here throws.
-FileAcquisition::~FileAcquisition() = default;
+// Drops a writer's gate, the queue byte, a lock the thread took too late or a grant that
+// failed. Nothing here throws.
+FileAcquisition::~FileAcquisition() { drop_file(); }
 
 std::chrono::milliseconds FileAcquisition::fallback_poll() const noexcept { return config_.poll; }
 
 void FileAcquisition::drop_file() noexcept {
-  wait_.reset();
+  wait_.reset();  // cancelled and joined: nothing locks on file_ any more
+  // Unlocked explicitly, not by closing: a child fork()ed meanwhile shares the open file
+  // description, which keeps its locks until the last of its descriptors closes.
+  if (file_.valid()) unlock_ranges(file_.get(), Range::gate, 4);
   file_ = LockFd{};
   pooled_ = false;
 }
@@ -55,7 +58,7 @@ std::optional<spi::Attempt> FileAcquisition::collect_wait() {
     case KernelWait::State::locked:
       wait_.reset();  // joins the finished thread
       if (identity(file_, path_) == Identity::same) return grant();
-      drop_file();  // locked an orphan: closing drops it
+      drop_file();  // locked an orphan: let go of it
       return std::nullopt;
   }
   return spi::Busy{};
@@ -78,7 +81,7 @@ spi::Attempt FileAcquisition::attempt() {
       outcome = Outcome::replaced;  // busy on an orphan says nothing about the file
     }
     if (outcome == Outcome::replaced) {
-      drop_file();  // closing drops whatever the orphan held
+      drop_file();  // lets go of whatever the orphan held
       continue;
     }
     if (!request_.will_wait) {
@@ -122,7 +125,7 @@ FileAcquisition::Outcome FileAcquisition::try_lock() {
 }
 
 spi::Attempt FileAcquisition::grant() {
-  // If the counter update throws, file_ closes with this object and drops the lock.
+  // If the counter update throws, file_ stays here and the destructor drops the lock.
   std::uint64_t token =
       bump_fence_counter(file_.get(), path_.c_str(), config_.durable, wall_clock_floor(),
                          request_.mode == LockMode::exclusive);

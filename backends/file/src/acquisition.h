@@ -7,8 +7,9 @@
 // which takes the lock in the kernel the moment it is free (also at a holder's death) and
 // then calls `wake`; the next attempt hands that lock out. While it waits, each attempt
 // (a fallback poll) checks that the lock file was not replaced, which would leave it
-// waiting on an orphan. Destroying it cancels the blocked thread and closes the descriptor:
-// whatever it held (a writer's gate, a grant that raced with the give-up) is dropped.
+// waiting on an orphan. Destroying it cancels the blocked thread, then unlocks every range
+// of the descriptor (a writer's gate, the queue byte, a grant that raced with the give-up)
+// and closes it; closing alone would not do when a forked child shares the description.
 #pragma once
 
 #include <chrono>
@@ -41,7 +42,7 @@ class FileAcquisition final : public spi::Acquisition {
   std::optional<spi::Attempt> collect_wait();  // nullopt: start over without a descriptor
   Outcome try_lock();
   spi::Attempt grant();
-  void drop_file() noexcept;
+  void drop_file() noexcept;  // cancels the wait, unlocks and closes file_
 
   const FileConfig& config_;
   FdPool& pool_;
@@ -51,7 +52,7 @@ class FileAcquisition final : public spi::Acquisition {
   std::size_t file_name_at_;  // where the file name starts in path_
   LockFd file_;
   bool pooled_ = false;  // file_ came from the pool (it may be a replaced file's orphan)
-  // Declared last: destroyed (cancelled, joined) before file_ closes and wake_ goes.
+  // Declared last: destroyed (cancelled, joined) before file_ and wake_ go.
   std::unique_ptr<KernelWait> wait_;
 };
 

@@ -6,8 +6,8 @@
 // moment it is free, and the acquire's thread is woken only then. What the core must be able
 // to do at any time (give up at a deadline, on cancellation) is done by cancelling the
 // blocked thread (pthread_cancel: F_OFD_SETLKW is a cancellation point in glibc, and
-// cancellation is enabled only around that call) and closing the descriptor afterwards,
-// which drops whatever the thread took, including a grant that raced with the give-up.
+// cancellation is enabled only around that call), then unlocking what the thread took,
+// including a grant that raced with the give-up, before closing the descriptor.
 //
 // What it takes: the queue byte (shared), which keeps the first try of writers from
 // taking the lock past the waiters. Then, as a writer: the gate (exclusively: new readers
@@ -35,8 +35,9 @@ class KernelWait {
   // can be started (the caller then polls).
   static std::unique_ptr<KernelWait> start(int fd, LockMode mode, const std::function<void()>& wake);
 
-  // Cancels the thread if it still waits and joins it. The caller closes the descriptor
-  // afterwards, which drops what the thread took. Never throws.
+  // Cancels the thread if it still waits and joins it. The caller then unlocks what the
+  // thread took (closing the descriptor is not enough: a forked child may share its open
+  // file description). Never throws.
   ~KernelWait();
   KernelWait(const KernelWait&) = delete;
   KernelWait& operator=(const KernelWait&) = delete;

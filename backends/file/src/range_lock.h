@@ -38,8 +38,9 @@ int wait_lock_ranges(int fd, Range first, int count, RangeMode mode);
 // ignored). Errors are ignored, as for unlock_range.
 void unlock_ranges(int fd, Range first, int count) noexcept;
 
-// Unlocks `range` of `fd`. Never fails in practice; errors are ignored (closing the
-// descriptor drops the lock anyway).
+// Unlocks `range` of `fd`. Never fails in practice (F_UNLCK on a valid descriptor); errors
+// are ignored. Unlock explicitly rather than count on close(): a forked child may share the
+// open file description and keep its locks.
 void unlock_range(int fd, Range range) noexcept;
 
 }  // namespace dlock::file
