@@ -15,8 +15,12 @@ namespace dlock::file::testing {
 
 class ChildHolder {
  public:
-  // Starts the holder; returns once it printed its token (it then holds the lock).
-  ChildHolder(const std::string& uri, const std::string& name, const std::string& mode) {
+  enum class Start { holding, waiting };
+
+  // Starts the holder; with Start::holding returns once it printed its token (it then holds
+  // the lock), with Start::waiting at once (it may still wait; read_token() tells).
+  ChildHolder(const std::string& uri, const std::string& name, const std::string& mode,
+              Start start = Start::holding) {
     int fds[2];
     if (::pipe2(fds, O_CLOEXEC) != 0) throw std::runtime_error("pipe2");
     pid_ = ::fork();
@@ -29,12 +33,11 @@ class ChildHolder {
     }
     ::close(fds[1]);
     out_ = ::fdopen(fds[0], "r");
-    unsigned long long token = 0;
-    if (out_ == nullptr || std::fscanf(out_, "token %llu", &token) != 1) {
+    if (out_ == nullptr) {
       kill();
-      throw std::runtime_error("holder did not print a token");
+      throw std::runtime_error("fdopen");
     }
-    token_ = token;
+    if (start == Start::holding) read_token();
   }
   ~ChildHolder() {
     kill();
@@ -44,6 +47,23 @@ class ChildHolder {
   ChildHolder& operator=(const ChildHolder&) = delete;
 
   std::uint64_t token() const { return token_; }
+  // Blocks until the holder printed its token (it holds the lock) and returns it.
+  std::uint64_t read_token() {
+    unsigned long long token = 0;
+    if (std::fscanf(out_, "token %llu", &token) != 1) {
+      kill();
+      throw std::runtime_error("holder did not print a token");
+    }
+    token_ = token;
+    return token_;
+  }
+  // SIGSTOP, returning once the holder is stopped; SIGCONT.
+  void stop() {
+    ::kill(pid_, SIGSTOP);
+    int status = 0;
+    ::waitpid(pid_, &status, WUNTRACED);
+  }
+  void resume() { ::kill(pid_, SIGCONT); }
   // SIGKILL and reap; idempotent.
   void kill() {
     if (pid_ <= 0) return;

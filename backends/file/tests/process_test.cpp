@@ -131,6 +131,40 @@ TEST_F(FileProcess, PushWakeupBeatsTheFallbackPoll) {
   }
 }
 
+// A writer that waits for a lock readers hold takes the gate (writer preference) and keeps
+// it until it gets the lock. Stopped there (SIGSTOP, a debugger, a frozen cgroup), it still
+// keeps it once the readers are gone. Writers must not find that free lock busy: a try-once
+// takes it at once, a waiting writer within its poll. Readers stay out, as they do for any
+// waiting writer (none can tell it is stopped), until it runs again and takes its turn.
+TEST_F(FileProcess, AStoppedWaitingWriterKeepsOutOnlyReaders) {
+  auto p = dlock::open(dir_.uri("poll=20ms"));
+  auto reader = p->try_lock_shared("s");
+  ASSERT_TRUE(reader);
+  ChildHolder waiter(dir_.uri(), "s", "exclusive", ChildHolder::Start::waiting);
+  ASSERT_TRUE(eventually([&] { return range_state(dir_.path(), "s", Range::gate) == F_WRLCK; }));
+  waiter.stop();
+  reader->release();
+  EXPECT_EQ(range_state(dir_.path(), "s", Range::main), F_UNLCK);  // nobody holds it
+
+  auto once = p->try_lock("s");
+  EXPECT_TRUE(once) << "a try-once writer found the free lock busy";
+  if (once) once->release();
+  auto start = Clock::now();
+  auto waited = p->try_lock("s", Wait::for_duration(1s));
+  EXPECT_TRUE(waited) << "a waiting writer found the free lock busy for "
+                      << ms_since(start).count() << " ms";
+  EXPECT_LT(ms_since(start), 500ms);
+  if (waited) waited->release();
+
+  EXPECT_FALSE(p->try_lock_shared("s"));
+  EXPECT_FALSE(p->try_lock_shared("s", Wait::for_duration(50ms)));
+  waiter.resume();
+  waiter.read_token();  // the waiting writer got its turn
+  EXPECT_FALSE(p->try_lock_shared("s"));
+  waiter.kill();
+  EXPECT_TRUE(p->try_lock_shared("s"));
+}
+
 TEST_F(FileProcess, DeletingTheLockFileFiresTheLostSignal) {
   auto p = dlock::open(dir_.uri());
   auto other = dlock::open(dir_.uri());
