@@ -47,9 +47,23 @@ std::optional<spi::Attempt> FileAcquisition::collect_wait() {
   switch (wait_->state()) {
     case KernelWait::State::waiting:
       // Waiting on a file that was replaced meanwhile would wait on an orphan.
-      if (identity(file_, path_) != Identity::replaced) return spi::Busy{};
-      drop_file();
-      return std::nullopt;
+      if (identity(file_, path_) == Identity::replaced) {
+        drop_file();
+        return std::nullopt;
+      }
+      // A writer's thread may be blocked on the gate of another waiting writer that does
+      // not run (stopped, in a debugger) while main is free: take main directly then.
+      // Holding main proves that whoever holds the gate only waits. The kernel's wake-up
+      // stays the way a waiter gets the lock; this poll only gets past such a gate.
+      if (request_.mode == LockMode::exclusive &&
+          try_lock_ranges(file_.get(), Range::main, 2, RangeMode::exclusive, path_.c_str())) {
+        wait_.reset();  // joined; what its thread took (the gate, perhaps) is ours too
+        unlock_ranges(file_.get(), Range::counter, 2);  // and the queue byte
+        if (identity(file_, path_) == Identity::same) return grant();
+        drop_file();
+        return std::nullopt;
+      }
+      return spi::Busy{};
     case KernelWait::State::failed: {
       int err = wait_->error();
       drop_file();
@@ -108,9 +122,11 @@ FileAcquisition::Outcome FileAcquisition::try_lock() {
     // the kernel just woke instead of taking the lock again before they run. The writer
     // keeps gate and main (new readers stay out) and lets go of counter and queue.
     if (!try_lock_ranges(fd, Range::gate, 4, RangeMode::exclusive, path)) {
-      // A try-once does not queue: it may take a lock that is free while others wait.
+      // A try-once does not queue: it takes a lock that is free while others wait. It takes
+      // main (and the counter) without the gate, which a waiting writer may hold, even a
+      // stopped one; holding main, it knows a gate holder only waits.
       if (request_.will_wait ||
-          !try_lock_ranges(fd, Range::gate, 3, RangeMode::exclusive, path)) {
+          !try_lock_ranges(fd, Range::main, 2, RangeMode::exclusive, path)) {
         return Outcome::busy;
       }
     }
