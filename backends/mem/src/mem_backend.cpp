@@ -60,10 +60,18 @@ spi::Attempt MemBackend::attempt(const spi::AttemptRequest& r) {
   purge(e, now);
   bool turn = !r.fair || fair_turn(e, r, now);
   bool is_writer = r.mode == LockMode::exclusive;
+  // Writer preference: a waiting writer keeps new readers out. A fair reader whose turn it is
+  // heads the queue, so every fair writer waiting is behind it and must not keep it out
+  // (each would wait for the other); only writers outside the queue still do.
+  auto keeps_reader_out = [&](const auto& w) {
+    if (w.first == r.waiter_id) return false;
+    return !(r.fair && turn &&
+             std::any_of(e.fair_queue.begin(), e.fair_queue.end(),
+                         [&](const auto& q) { return q.first == w.first; }));
+  };
   bool free = e.writer.empty() &&
-              (is_writer ? e.readers.empty()
-                         : std::all_of(e.waiting_writers.begin(), e.waiting_writers.end(),
-                                       [&](const auto& w) { return w.first == r.waiter_id; }));
+              (is_writer ? e.readers.empty() : std::none_of(e.waiting_writers.begin(), e.waiting_writers.end(),
+                                                            keeps_reader_out));
   if (turn && free) {
     Clock::time_point expiry = now + r.lease;
     if (is_writer) {
@@ -73,7 +81,9 @@ spi::Attempt MemBackend::attempt(const spi::AttemptRequest& r) {
       e.readers[std::string(r.owner_key)] = expiry;
     }
     e.waiting_writers.erase(std::string(r.waiter_id));
-    std::erase_if(e.fair_queue, [&](const auto& w) { return w.first == r.waiter_id; });
+    if (std::erase_if(e.fair_queue, [&](const auto& w) { return w.first == r.waiter_id; }) > 0) {
+      Space::wake_all(e);  // a new head: a reader behind a reader may share the lock now
+    }
     return std::make_shared<spi::HeldLock>(std::string(r.name), r.mode, std::string(r.owner_key),
                                            ++e.fence, expiry);
   }
