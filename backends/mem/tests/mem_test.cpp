@@ -5,6 +5,7 @@
 
 #include "dlock/backends/mem.h"
 #include "dlock/dlock.h"
+#include "mem_backend.h"
 #include "mem_space.h"
 
 namespace dlock {
@@ -112,6 +113,37 @@ TEST(MemWaiters, AGrantedWaiterLeavesNoWakeUpBehind) {
     waiter.join();
   }
   EXPECT_EQ(wakers(), 0u);
+}
+
+// An expired holder is told (its lost signal fired) before its name is granted again, however
+// late its own watchdog: here it has none at all (the backend used without the core, as a
+// holder whose timer never fires). Both an expired writer and an expired reader.
+TEST(MemLeases, AnExpiredHolderIsToldBeforeTheNameIsGrantedAgain) {
+  mem::MemBackend backend(mem::space("mem-test-expired"), 30s);
+  auto take = [&](std::string_view owner, LockMode mode) -> std::shared_ptr<spi::HeldLock> {
+    spi::AttemptRequest r;
+    r.name = "n";
+    r.mode = mode;
+    r.owner_key = owner;
+    r.waiter_id = owner;
+    r.lease = 20ms;
+    auto acquisition = backend.begin_acquire(r, [] {});
+    auto got = acquisition->attempt();
+    auto* held = std::get_if<std::shared_ptr<spi::HeldLock>>(&got);
+    return held ? *held : nullptr;
+  };
+  for (LockMode first_mode : {LockMode::exclusive, LockMode::shared}) {
+    SCOPED_TRACE(first_mode == LockMode::exclusive ? "expired writer" : "expired reader");
+    auto first = take(first_mode == LockMode::exclusive ? "w1" : "r1", first_mode);
+    ASSERT_TRUE(first);
+    std::this_thread::sleep_until(first->server_expiry() + 1ms);
+    auto second = take("w2", LockMode::exclusive);
+    const bool told_at_grant = first->lost();
+    ASSERT_TRUE(second) << "an expired hold still kept the name";
+    EXPECT_TRUE(told_at_grant) << "the name was granted again before its expired holder was told";
+    EXPECT_FALSE(backend.release(*first));
+    EXPECT_TRUE(backend.release(*second));
+  }
 }
 
 }  // namespace
