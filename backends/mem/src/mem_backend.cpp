@@ -1,6 +1,7 @@
 #include "mem_backend.h"
 
 #include <algorithm>
+#include <vector>
 
 namespace dlock::mem {
 namespace {
@@ -12,9 +13,22 @@ constexpr milliseconds kHeartbeat{2000};
 // Waiters attempt at least this often, refreshing their heartbeat (≤ kHeartbeat / 3).
 constexpr milliseconds kFallbackPoll{500};
 
-void purge(Entry& e, Clock::time_point now) {
-  if (!e.writer.empty() && e.writer_expiry <= now) e.writer.clear();
-  std::erase_if(e.readers, [&](const auto& r) { return r.second <= now; });
+// Drops expired holds and waiters that stopped attempting. An expired hold whose holder has
+// not been told yet goes to `untold`: the caller fires its lost signal before any grant.
+void purge(Entry& e, Clock::time_point now, std::vector<std::shared_ptr<spi::HeldLock>>& untold) {
+  auto tell = [&](const std::weak_ptr<spi::HeldLock>& hold) {
+    if (auto lock = hold.lock(); lock && !lock->lost()) untold.push_back(std::move(lock));
+  };
+  if (!e.writer.empty() && e.writer_expiry <= now) {
+    tell(e.writer_lock);
+    e.writer.clear();
+    e.writer_lock.reset();
+  }
+  std::erase_if(e.readers, [&](const auto& r) {
+    if (r.second.expiry > now) return false;
+    tell(r.second.lock);
+    return true;
+  });
   std::erase_if(e.waiting_writers, [&](const auto& w) { return w.second <= now; });
   std::erase_if(e.fair_queue, [&](const auto& w) { return w.second <= now; });
 }
@@ -54,10 +68,28 @@ MemBackend::MemBackend(std::shared_ptr<Space> space, milliseconds default_lease)
 }
 
 spi::Attempt MemBackend::attempt(const spi::AttemptRequest& r) {
-  Clock::time_point now = Clock::now();
-  std::lock_guard lock(space_->mu);
-  Entry& e = space_->entries[std::string(r.name)];
-  purge(e, now);
+  // In process, the order can be strict where a server's can only rest on the lost signal's
+  // margin: an expired holder is told before anyone can be granted its name, however late
+  // its own watchdog runs. The signal's callbacks run outside the mutex (they may call dlock).
+  for (;;) {
+    std::vector<std::shared_ptr<spi::HeldLock>> untold;
+    {
+      Clock::time_point now = Clock::now();
+      std::lock_guard lock(space_->mu);
+      Entry& e = space_->entries[std::string(r.name)];
+      purge(e, now, untold);
+      if (untold.empty()) return attempt_locked(e, r, now);
+      ++e.telling;
+    }
+    for (auto& held : untold) held->mark_lost();
+    std::lock_guard lock(space_->mu);
+    Entry& e = space_->entries[std::string(r.name)];
+    --e.telling;
+    Space::wake_all(e);  // attempts refused meanwhile
+  }
+}
+
+spi::Attempt MemBackend::attempt_locked(Entry& e, const spi::AttemptRequest& r, Clock::time_point now) {
   bool turn = !r.fair || fair_turn(e, r, now);
   bool is_writer = r.mode == LockMode::exclusive;
   // Writer preference: a waiting writer keeps new readers out. A fair reader whose turn it is
@@ -69,23 +101,25 @@ spi::Attempt MemBackend::attempt(const spi::AttemptRequest& r) {
              std::any_of(e.fair_queue.begin(), e.fair_queue.end(),
                          [&](const auto& q) { return q.first == w.first; }));
   };
-  bool free = e.writer.empty() &&
+  bool free = e.telling == 0 && e.writer.empty() &&
               (is_writer ? e.readers.empty() : std::none_of(e.waiting_writers.begin(), e.waiting_writers.end(),
                                                             keeps_reader_out));
   if (turn && free) {
     Clock::time_point expiry = now + r.lease;
+    auto held = std::make_shared<spi::HeldLock>(std::string(r.name), r.mode, std::string(r.owner_key),
+                                                ++e.fence, expiry);
     if (is_writer) {
       e.writer = r.owner_key;
       e.writer_expiry = expiry;
+      e.writer_lock = held;
     } else {
-      e.readers[std::string(r.owner_key)] = expiry;
+      e.readers[std::string(r.owner_key)] = ReaderHold{expiry, held};
     }
     e.waiting_writers.erase(std::string(r.waiter_id));
     if (std::erase_if(e.fair_queue, [&](const auto& w) { return w.first == r.waiter_id; }) > 0) {
       Space::wake_all(e);  // a new head: a reader behind a reader may share the lock now
     }
-    return std::make_shared<spi::HeldLock>(std::string(r.name), r.mode, std::string(r.owner_key),
-                                           ++e.fence, expiry);
+    return held;
   }
   if (is_writer && r.will_wait) e.waiting_writers[std::string(r.waiter_id)] = now + kHeartbeat;
   spi::Busy busy;
@@ -93,8 +127,8 @@ spi::Attempt MemBackend::attempt(const spi::AttemptRequest& r) {
     busy.retry_after = remaining(e.writer_expiry, now);
   } else if (!e.readers.empty()) {
     auto first = std::min_element(e.readers.begin(), e.readers.end(),
-                                  [](const auto& a, const auto& b) { return a.second < b.second; });
-    busy.retry_after = remaining(first->second, now);
+                                  [](const auto& a, const auto& b) { return a.second.expiry < b.second.expiry; });
+    busy.retry_after = remaining(first->second.expiry, now);
   }
   return busy;
 }
@@ -172,10 +206,13 @@ bool MemBackend::release(spi::HeldLock& lock) {
   bool held = false;
   if (lock.mode() == LockMode::exclusive) {
     held = e.writer == lock.owner_key() && e.writer_expiry > now;
-    if (e.writer == lock.owner_key()) e.writer.clear();
+    if (e.writer == lock.owner_key()) {
+      e.writer.clear();
+      e.writer_lock.reset();
+    }
   } else {
     auto r = e.readers.find(lock.owner_key());
-    held = r != e.readers.end() && r->second > now;
+    held = r != e.readers.end() && r->second.expiry > now;
     if (r != e.readers.end()) e.readers.erase(r);
   }
   if (held) Space::wake_all(e);
@@ -196,7 +233,7 @@ void MemBackend::extend_many(std::span<spi::HeldLock* const> locks, milliseconds
     if (l.mode() == LockMode::exclusive) {
       if (e.writer == l.owner_key()) expiry = &e.writer_expiry;
     } else if (auto r = e.readers.find(l.owner_key()); r != e.readers.end()) {
-      expiry = &r->second;
+      expiry = &r->second.expiry;
     }
     if (!expiry || *expiry <= now) continue;
     *expiry = now + lease;

@@ -22,8 +22,11 @@ class MemBackend final : public spi::Backend {
 
  private:
   friend class MemAcquisition;
-  // One atomic attempt on the table (refreshes the waiter's heartbeat).
+  // One atomic attempt on the table (refreshes the waiter's heartbeat). First fires the lost
+  // signal of every expired hold of the name whose holder has not been told yet.
   spi::Attempt attempt(const spi::AttemptRequest& request);
+  // REQUIRES: space_->mu held, no expired hold in `e` left untold.
+  spi::Attempt attempt_locked(Entry& e, const spi::AttemptRequest& request, Clock::time_point now);
   // Registers `wake` for releases of the name; returns its id in Entry::wakers.
   std::uint64_t add_waker(std::string_view name, std::function<void()> wake);
   // Unregisters a waker (a waiter's that was granted).

@@ -19,6 +19,7 @@ void break_lock(std::string_view space_name, std::string_view name) {
   auto it = s->entries.find(std::string(name));
   if (it == s->entries.end()) return;
   it->second.writer.clear();
+  it->second.writer_lock.reset();
   it->second.readers.clear();
   Space::wake_all(it->second);
 }
@@ -30,8 +31,8 @@ std::vector<std::string> residue(std::string_view space_name) {
   std::lock_guard lock(s->mu);
   for (const auto& [name, e] : s->entries) {
     if (!e.writer.empty() && e.writer_expiry > now) out.push_back(name + ": writer " + e.writer);
-    for (const auto& [owner, expiry] : e.readers) {
-      if (expiry > now) out.push_back(name + ": reader " + owner);
+    for (const auto& [owner, hold] : e.readers) {
+      if (hold.expiry > now) out.push_back(name + ": reader " + owner);
     }
     for (const auto& [waiter, deadline] : e.waiting_writers) out.push_back(name + ": preferred writer " + waiter);
     for (const auto& [waiter, deadline] : e.fair_queue) out.push_back(name + ": queued " + waiter);

@@ -11,20 +11,32 @@
 #include <string>
 #include <unordered_map>
 
+#include "dlock/spi/held_lock.h"
+
 namespace dlock::mem {
 
 using Clock = std::chrono::steady_clock;
 
-// One name's state. Expired holds are free (purged lazily); the fencing counter outlives
-// every hold so tokens keep increasing.
+// A reader's hold: its expiry and the lock the core keeps (to tell it when it expires).
+struct ReaderHold {
+  Clock::time_point expiry;
+  std::weak_ptr<spi::HeldLock> lock;
+};
+
+// One name's state. Expired holds are free (purged lazily, their holders told first); the
+// fencing counter outlives every hold so tokens keep increasing.
 struct Entry {
   std::string writer;  // owner_key of the exclusive holder, empty if none
   Clock::time_point writer_expiry{};
-  std::map<std::string, Clock::time_point> readers;          // owner_key → expiry
+  std::weak_ptr<spi::HeldLock> writer_lock;
+  std::map<std::string, ReaderHold> readers;                 // owner_key → hold
   std::map<std::string, Clock::time_point> waiting_writers;  // waiter_id → heartbeat deadline
   std::deque<std::pair<std::string, Clock::time_point>> fair_queue;  // waiter_id, heartbeat
   std::uint64_t fence = 0;
   std::map<std::uint64_t, std::function<void()>> wakers;  // registration id → wake
+  // Attempts firing the lost signals of expired holds (outside the mutex: callbacks run
+  // there); nothing is granted while it is not 0, so a holder is told before the next grant.
+  int telling = 0;
 };
 
 struct Space {
