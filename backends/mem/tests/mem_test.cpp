@@ -1,6 +1,10 @@
 // mem:// as a backend: its URI, its spaces, its saboteur, and what a given-up waiter leaves.
 #include <gtest/gtest.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
+#include <csignal>
+#include <mutex>
 #include <thread>
 
 #include "dlock/backends/mem.h"
@@ -144,6 +148,53 @@ TEST(MemLeases, AnExpiredHolderIsToldBeforeTheNameIsGrantedAgain) {
     EXPECT_FALSE(backend.release(*first));
     EXPECT_TRUE(backend.release(*second));
   }
+}
+
+// Runs `child` in a forked child (killed by SIGALRM if it hangs for 3 s); returns its status.
+template <class F>
+int in_child(F child) {
+  pid_t pid = ::fork();
+  if (pid == 0) {
+    ::alarm(3);
+    int code = 3;
+    try {
+      code = child() ? 0 : 1;
+    } catch (...) {
+      code = 2;
+    }
+    ::_exit(code);
+  }
+  int status = 0;
+  ::waitpid(pid, &status, 0);
+  return status;
+}
+
+// The parent's leases are never the child's: after fork() the child's own provider of the
+// same space finds the names its parent holds free (nobody in the child holds them).
+TEST(MemFork, TheChildsOwnProviderFindsNoneOfItsParentsLocks) {
+  auto p = dlock::open("mem://mem-test-fork");
+  auto held = p->try_lock("x");
+  ASSERT_TRUE(held);
+  int status = in_child([] { return dlock::open("mem://mem-test-fork")->try_lock("x").has_value(); });
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0)
+      << "the child found its parent's lock held (exit " << (WIFEXITED(status) ? WEXITSTATUS(status) : -1)
+      << ", signal " << (WIFSIGNALED(status) ? WTERMSIG(status) : 0) << ")";
+  EXPECT_TRUE(held->held()) << "the child's fork took the parent's lease";
+}
+
+// A space whose mutex a parent thread held at the fork (an acquire in progress) must not
+// hang the child: the child starts with tables of its own.
+TEST(MemFork, ASpaceBusyAtTheForkDoesNotHangTheChild) {
+  auto p = dlock::open("mem://mem-test-fork-busy");
+  auto s = mem::space("mem-test-fork-busy");
+  int status = 0;
+  {
+    std::lock_guard busy(s->mu);
+    status = in_child([] { return dlock::open("mem://mem-test-fork-busy")->try_lock("x").has_value(); });
+  }
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0)
+      << "the child's acquire " << (WIFSIGNALED(status) && WTERMSIG(status) == SIGALRM ? "hung" : "failed");
+  EXPECT_TRUE(p->try_lock("x")) << "the parent's space was disturbed";
 }
 
 }  // namespace
