@@ -1,14 +1,48 @@
 #include "mem_space.h"
 
+#include <pthread.h>
+
+#include <atomic>
+#include <new>
+
 #include "dlock/backends/mem.h"
 
 namespace dlock::mem {
+namespace {
+
+struct Registry {
+  std::mutex mu;
+  std::map<std::string, std::shared_ptr<Space>> spaces;  // guarded by mu
+};
+
+std::atomic<Registry*> current{nullptr};
+
+// A forked child starts with no spaces: its parent's holds are not its own, and a mutex a
+// parent thread held at the fork would stay locked in the child for ever. The parent's
+// registry is left behind, never touched again (only the parent's providers, which the child
+// must not use, still point into it). Runs in the child's only thread, before anything else.
+void in_child() noexcept {
+  if (auto* fresh = new (std::nothrow) Registry) current.store(fresh);
+}
+
+Registry& registry() {
+  static Registry* const first = [] {
+    // If registration fails (ENOMEM), a forked child shares the copied tables: as without it.
+    ::pthread_atfork(nullptr, nullptr, &in_child);
+    auto* r = new Registry;  // never destroyed: spaces outlive static destructors
+    current.store(r);
+    return r;
+  }();
+  static_cast<void>(first);
+  return *current.load();
+}
+
+}  // namespace
 
 std::shared_ptr<Space> space(const std::string& name) {
-  static std::mutex mu;
-  static std::map<std::string, std::shared_ptr<Space>> spaces;
-  std::lock_guard lock(mu);
-  auto& s = spaces[name];
+  Registry& r = registry();
+  std::lock_guard lock(r.mu);
+  auto& s = r.spaces[name];
   if (!s) s = std::make_shared<Space>();
   return s;
 }

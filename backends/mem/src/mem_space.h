@@ -50,7 +50,8 @@ struct Space {
   }
 };
 
-// The process-wide space named `name`, created on first use.
+// The process-wide space named `name`, created on first use. A forked child starts with no
+// spaces (its parent's holds are not its own).
 std::shared_ptr<Space> space(const std::string& name);
 
 }  // namespace dlock::mem
