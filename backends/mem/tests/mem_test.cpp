@@ -197,5 +197,30 @@ TEST(MemFork, ASpaceBusyAtTheForkDoesNotHangTheChild) {
   EXPECT_TRUE(p->try_lock("x")) << "the parent's space was disturbed";
 }
 
+// A name leaves nothing behind once nobody holds or awaits it (the table grew by an entry per
+// name ever tried), and tokens still increase across its successive holders.
+TEST(MemTable, ANameNobodyHoldsOrAwaitsLeavesNoEntry) {
+  auto p = dlock::open("mem://mem-test-table");
+  auto q = dlock::open("mem://mem-test-table");
+  auto entries = [] {
+    auto s = mem::space("mem-test-table");
+    std::lock_guard lock(s->mu);
+    return s->entries.size();
+  };
+  for (int i = 0; i < 500; ++i) {
+    const std::string n = "name-" + std::to_string(i);
+    auto held = p->try_lock(n);
+    ASSERT_TRUE(held);
+    EXPECT_FALSE(q->try_lock_shared(n));                        // a busy try-once
+    EXPECT_FALSE(q->try_lock(n, Wait::for_duration(1ms)));      // a waiter that gave up
+    held->release();
+    auto again = q->try_lock_shared(n, Wait::try_once(), {.fair = true});
+    ASSERT_TRUE(again);
+    EXPECT_GT(again->fencing_token(), held->fencing_token()) << n;
+  }
+  EXPECT_EQ(entries(), 0u) << "released names stay in the table";
+  EXPECT_TRUE(mem::residue("mem-test-table").empty());
+}
+
 }  // namespace
 }  // namespace dlock
