@@ -107,7 +107,7 @@ spi::Attempt MemBackend::attempt_locked(Entry& e, const spi::AttemptRequest& r, 
   if (turn && free) {
     Clock::time_point expiry = now + r.lease;
     auto held = std::make_shared<spi::HeldLock>(std::string(r.name), r.mode, std::string(r.owner_key),
-                                                ++e.fence, expiry);
+                                                ++space_->fence, expiry);
     if (is_writer) {
       e.writer = r.owner_key;
       e.writer_expiry = expiry;
@@ -182,7 +182,9 @@ std::uint64_t MemBackend::add_waker(std::string_view name, std::function<void()>
 void MemBackend::remove_waker(std::string_view name, std::uint64_t waker) noexcept {
   std::lock_guard lock(space_->mu);
   auto it = space_->entries.find(std::string(name));
-  if (it != space_->entries.end()) it->second.wakers.erase(waker);
+  if (it == space_->entries.end()) return;
+  it->second.wakers.erase(waker);
+  space_->erase_if_idle(it);
 }
 
 void MemBackend::abandon(const spi::AttemptRequest& r, std::optional<std::uint64_t> waker) noexcept {
@@ -195,6 +197,7 @@ void MemBackend::abandon(const spi::AttemptRequest& r, std::optional<std::uint64
                       (!e.fair_queue.empty() && e.fair_queue.front().first == r.waiter_id);
   std::erase_if(e.fair_queue, [&](const auto& w) { return w.first == r.waiter_id; });
   if (was_blocking) Space::wake_all(e);
+  space_->erase_if_idle(it);
 }
 
 bool MemBackend::release(spi::HeldLock& lock) {
@@ -216,6 +219,7 @@ bool MemBackend::release(spi::HeldLock& lock) {
     if (r != e.readers.end()) e.readers.erase(r);
   }
   if (held) Space::wake_all(e);
+  space_->erase_if_idle(it);
   return held;
 }
 

@@ -56,6 +56,7 @@ void break_lock(std::string_view space_name, std::string_view name) {
   it->second.writer_lock.reset();
   it->second.readers.clear();
   Space::wake_all(it->second);
+  s->erase_if_idle(it);
 }
 
 std::vector<std::string> residue(std::string_view space_name) {
@@ -71,6 +72,7 @@ std::vector<std::string> residue(std::string_view space_name) {
     for (const auto& [waiter, deadline] : e.waiting_writers) out.push_back(name + ": preferred writer " + waiter);
     for (const auto& [waiter, deadline] : e.fair_queue) out.push_back(name + ": queued " + waiter);
     if (!e.wakers.empty()) out.push_back(name + ": " + std::to_string(e.wakers.size()) + " wake-ups");
+    if (e.idle()) out.push_back(name + ": an idle entry left in the table");
   }
   return out;
 }

@@ -23,8 +23,8 @@ struct ReaderHold {
   std::weak_ptr<spi::HeldLock> lock;
 };
 
-// One name's state. Expired holds are free (purged lazily, their holders told first); the
-// fencing counter outlives every hold so tokens keep increasing.
+// One name's state, erased as soon as nobody holds or awaits the name. Expired holds are free
+// (purged lazily, their holders told first).
 struct Entry {
   std::string writer;  // owner_key of the exclusive holder, empty if none
   Clock::time_point writer_expiry{};
@@ -32,21 +32,34 @@ struct Entry {
   std::map<std::string, ReaderHold> readers;                 // owner_key → hold
   std::map<std::string, Clock::time_point> waiting_writers;  // waiter_id → heartbeat deadline
   std::deque<std::pair<std::string, Clock::time_point>> fair_queue;  // waiter_id, heartbeat
-  std::uint64_t fence = 0;
   std::map<std::uint64_t, std::function<void()>> wakers;  // registration id → wake
   // Attempts firing the lost signals of expired holds (outside the mutex: callbacks run
   // there); nothing is granted while it is not 0, so a holder is told before the next grant.
   int telling = 0;
+
+  // Nothing to keep: no hold (expired or not), waiter, wake-up or signal being fired.
+  bool idle() const noexcept {
+    return writer.empty() && readers.empty() && waiting_writers.empty() && fair_queue.empty() &&
+           wakers.empty() && telling == 0;
+  }
 };
 
 struct Space {
   std::mutex mu;
   std::unordered_map<std::string, Entry> entries;  // guarded by mu
   std::uint64_t next_waker = 1;                    // guarded by mu
+  // The last fencing token granted. One counter for every name: tokens strictly increase
+  // across successive holders of each name, and an idle name needs no entry to keep its own.
+  std::uint64_t fence = 0;  // guarded by mu
 
   // REQUIRES: mu held. Wakes every waiter of `e` (they re-check; spurious wake-ups are fine).
   static void wake_all(Entry& e) {
     for (auto& [id, wake] : e.wakers) wake();
+  }
+
+  // REQUIRES: mu held. Erases the entry at `it` if it is idle.
+  void erase_if_idle(std::unordered_map<std::string, Entry>::iterator it) {
+    if (it->second.idle()) entries.erase(it);
   }
 };
 

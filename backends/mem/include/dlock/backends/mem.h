@@ -18,9 +18,10 @@ namespace dlock::mem {
 // release reports "not held". Thread-safe.
 void break_lock(std::string_view space, std::string_view name);
 
-// What `space` holds besides fencing counters, one line per item: holders whose lease has
-// not run out, queued or preferred waiters, registered wake-ups. For tests: once every lock
-// is released and no acquire is running, it must be empty. Thread-safe.
+// What `space` holds, one line per item: holders whose lease has not run out, queued or
+// preferred waiters, registered wake-ups, entries of names nobody holds or awaits. For
+// tests: once every lock is released and no acquire is running, it must be empty.
+// Thread-safe.
 std::vector<std::string> residue(std::string_view space);
 
 }  // namespace dlock::mem
