@@ -172,9 +172,15 @@ CommandGuard::CommandGuard(pid_t pgid, std::chrono::milliseconds grace) {
                                          std::to_string(grace.count())};
   std::vector<char*> args = c_strings(argv);
   char* no_env[] = {nullptr};  // nothing of dlock's environment (DLOCK_URI) goes further
-  // Spawned with dlock's signal mask, in which the forwarded signals are blocked: a Ctrl-C
-  // to dlock's process group does not end the guard.
-  int e = ::posix_spawn(&guard_, "/proc/self/exe", &actions, nullptr, args.data(), no_env);
+  // In a session of its own: whatever signals dlock's process group or job (timeout(1) at
+  // expiry, `kill -9 -PGID`, a shell's job control, a Ctrl-C or hang-up at the terminal)
+  // does not reach the guard, which is what must outlive dlock to stop CMD. It has no
+  // controlling terminal either. It still ends with CMD or dlock (run_guard).
+  posix_spawnattr_t attr;
+  ::posix_spawnattr_init(&attr);
+  ::posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETSID);
+  int e = ::posix_spawn(&guard_, "/proc/self/exe", &actions, &attr, args.data(), no_env);
+  ::posix_spawnattr_destroy(&attr);
   ::posix_spawn_file_actions_destroy(&actions);
   ::close(fds[0]);
   if (e != 0) {

@@ -67,7 +67,9 @@ ChildExit supervise(pid_t pid, SignalFd& signals, const EventFd& lost, const Sto
 // `grace`. A dlock that is alive but stopped (SIGSTOP, a frozen cgroup, a debugger) renews
 // nothing, so the guard is also told when the lock may be granted to someone else
 // (lock_valid_until): if that time comes without a later one, the guard kills the group
-// then. finish() (also the destructor) tells the guard the command ended normally.
+// then. finish() (also the destructor) tells the guard the command ended normally. The
+// guard runs in a session of its own, so a signal to dlock's whole process group (which
+// timeout(1) sends) leaves it alive to do its job.
 class CommandGuard {
  public:
   // Starts the guard for the process group `pgid`. Throws Error(internal) if it cannot.
