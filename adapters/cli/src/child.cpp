@@ -98,6 +98,15 @@ ChildExit supervise(pid_t pid, SignalFd& signals, const EventFd& lost, const Sto
     siginfo_t info{};
     int r = ::waitid(P_PID, static_cast<id_t>(pid), &info, WEXITED | WNOHANG | WNOWAIT);
     if (r == 0 && info.si_pid == pid) {
+      // A loss that came with the exit (the same wake-up, or a dlock stopped meanwhile
+      // whose guard killed the command at the lock's end) is still a loss: which of the two
+      // came first cannot be told, and the lock may have been someone else's meanwhile.
+      if (!result.lost &&
+          (wait_readable({lost.fd()}, std::chrono::milliseconds{0}) == 0 ||
+           (plan.lock_end && plan.lock_end() <= Clock::now()))) {
+        result.lost = true;
+        if (plan.on_lost_at_exit) plan.on_lost_at_exit();
+      }
       if (result.lost) ::kill(-pid, SIGKILL);  // what it started must not run on unprotected
       int status = 0;
       while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {

@@ -45,6 +45,8 @@ struct StopPlan {
   // Called once when the lock is lost (or stop_at comes), with the delay before SIGKILL.
   std::function<void(std::chrono::milliseconds kill_in)> on_lost;
   std::function<void(std::chrono::milliseconds kill_in)> on_stop;
+  // Called instead of on_lost when the loss is seen only together with the command's exit.
+  std::function<void()> on_lost_at_exit;
   // Told lock_end() while the command runs and the lock is held: whenever it changes, and
   // well before it comes (the guard kills the command by the last end it was told).
   std::function<void(std::chrono::steady_clock::time_point)> report_lock_end;
@@ -55,7 +57,9 @@ struct StopPlan {
 // readable, or plan.stop_at comes, it calls plan.on_lost or plan.on_stop and sends the group
 // SIGTERM, then SIGKILL if the command is still alive `grace` later (after a loss: by
 // plan.lock_end() if that comes sooner); once the command itself has exited after that,
-// whatever is left of its group gets SIGKILL at once. While the lock is held it passes
+// whatever is left of its group gets SIGKILL at once. A command found exited when `lost` is
+// already readable or plan.lock_end() has passed counts as stopped by a loss too
+// (plan.on_lost_at_exit; its group gets SIGKILL): dlock cannot tell which came first. While the lock is held it passes
 // plan.lock_end() to plan.report_lock_end, checking it at least every quarter of the time
 // left (at most every 200 ms). Sleeps in poll(); no busy waiting. Never throws.
 ChildExit supervise(pid_t pid, SignalFd& signals, const EventFd& lost, const StopPlan& plan);

@@ -186,6 +186,9 @@ int run_with_signals(const RunArgs& args, SignalFd& signals, const std::vector<i
     std::cerr << "dlock: lock '" << shown << "' lost; stopping the command (SIGTERM, SIGKILL after "
               << format_duration(kill_in) << ")\n";
   };
+  plan.on_lost_at_exit = [&] {
+    std::cerr << "dlock: lock '" << shown << "' lost by the time the command ended\n";
+  };
   plan.on_stop = [&](std::chrono::milliseconds kill_in) {
     std::cerr << "dlock: lock '" << shown << "' held for --max-hold " << format_duration(*args.max_hold)
               << "; stopping the command (SIGTERM, SIGKILL after " << format_duration(kill_in)
