@@ -4,6 +4,8 @@
 #include <signal.h>
 #include <sys/stat.h>
 
+#include <cctype>
+#include <cstdio>
 #include <filesystem>
 #include <fstream>
 
@@ -157,6 +159,31 @@ TEST(CliRun, TheCommandSeesTheUriInUseNotAnInheritedOne) {
                    {{"DLOCK_URI", box.file_uri()}});
   EXPECT_EQ(r.code, 0) << r.err;
   EXPECT_EQ(r.out, "mem://");
+}
+
+// A command may run dlock again with the DLOCK_URI it got: that must name the same lock
+// service, whatever bytes the directory's name holds (given percent-encoded, as a URI must).
+TEST(CliRun, ANestedDlockRunWithTheInheritedUriSeesTheSameLocks) {
+  Sandbox box;
+  for (const std::string name : {"pct%41", "has space", "q?x#y"}) {
+    const auto dir = box.dir() / name;
+    std::filesystem::create_directory(dir);
+    std::string encoded;
+    for (unsigned char c : dir.string()) {
+      if (std::isalnum(c) || c == '/' || c == '-' || c == '_' || c == '.') {
+        encoded += static_cast<char>(c);
+      } else {
+        char hex[4];
+        std::snprintf(hex, sizeof hex, "%%%02X", c);
+        encoded += hex;
+      }
+    }
+    // The outer dlock holds `job`; the nested one tries it once: busy (75).
+    auto r = box.run({"run", "--uri", "file://" + encoded, "job", "--", "sh", "-c",
+                      "\"$0\" run --wait 0 job -- true; printf %s $?", DLOCK_CLI_PATH});
+    EXPECT_EQ(r.code, 0) << name << ": " << r.err;
+    EXPECT_EQ(r.out, "75") << name << ": the nested dlock run did not see the outer's lock: " << r.err;
+  }
 }
 
 TEST(CliRun, AnUnusableLockServiceGives69) {
