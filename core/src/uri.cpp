@@ -2,6 +2,7 @@
 // RFC 3986 does not allow: it is split by hand and each host checked on its own.
 #include "dlock/uri.h"
 
+#include <arpa/inet.h>
 #include <uriparser/Uri.h>
 
 #include <algorithm>
@@ -249,19 +250,46 @@ Uri Uri::parse(std::string_view text) {
   return u;
 }
 
+namespace {
+// `text` percent-encoded: every byte but the unreserved ones (RFC 3986) and those in `keep`.
+std::string encode(std::string_view text, std::string_view keep = {}) {
+  static constexpr char kHex[] = "0123456789ABCDEF";
+  std::string out;
+  for (unsigned char c : text) {
+    if (std::isalnum(c) || c == '-' || c == '.' || c == '_' || c == '~' ||
+        keep.find(static_cast<char>(c)) != std::string_view::npos) {
+      out += static_cast<char>(c);
+    } else {
+      out += '%';
+      out += kHex[c >> 4];
+      out += kHex[c & 0xF];
+    }
+  }
+  return out;
+}
+
+bool is_ipv6(const std::string& host) {
+  in6_addr addr{};
+  return ::inet_pton(AF_INET6, host.c_str(), &addr) == 1;
+}
+}  // namespace
+
+// Each part is percent-encoded again, so that Uri::parse(redacted()) gives back this Uri
+// when it has no password or secret parameter: the text is handed on (dlock run's
+// DLOCK_URI) and must name the same lock service. The "***" of a masked value is literal.
 std::string Uri::redacted() const {
   std::string out = scheme + "://";
-  if (!user.empty() || password) out += user + (password ? ":***" : "") + "@";
+  if (!user.empty() || password) out += encode(user) + (password ? ":***" : "") + "@";
   for (std::size_t i = 0; i < hosts.size(); ++i) {
     if (i) out += ",";
-    bool v6 = hosts[i].host.find(':') != std::string::npos;
-    out += v6 ? "[" + hosts[i].host + "]" : hosts[i].host;
+    out += is_ipv6(hosts[i].host) ? "[" + hosts[i].host + "]" : encode(hosts[i].host);
     if (hosts[i].port) out += ":" + std::to_string(hosts[i].port);
   }
-  out += path;
+  out += encode(path, "/");
   for (std::size_t i = 0; i < params.size(); ++i) {
     const auto& [key, value] = params[i];
-    out += (i ? "&" : "?") + key + "=" + (is_secret_param(key) ? "***" : value);
+    const bool masked = is_secret_param(key) || value == "***";
+    out += (i ? "&" : "?") + encode(key) + "=" + (masked ? "***" : encode(value, "/:,"));
   }
   return out;
 }

@@ -21,7 +21,8 @@ class ILockProvider {
   virtual ~ILockProvider() = default;
 
   virtual const Capabilities& capabilities() const noexcept = 0;
-  // The URI the provider was opened with, password replaced by "***".
+  // The URI the provider was opened with, password replaced by "***" (Uri::redacted():
+  // without a password or secret parameter, it opens the same lock service).
   virtual const std::string& uri() const noexcept = 0;
 
   // Acquires `name` in `mode`, waiting at most `wait`.

@@ -33,6 +33,8 @@ struct Uri {
 
   // The URI printed back with the password and every secret parameter's value (see
   // is_secret_param) replaced by "***". Use it, or redact_uri, wherever a URI is printed.
+  // Each part is percent-encoded again: without a password or secret parameter,
+  // parse(redacted()) gives back this Uri (the path's segments joined by '/').
   std::string redacted() const;
 };
 
