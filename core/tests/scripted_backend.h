@@ -42,6 +42,10 @@ class ScriptedBackend final : public spi::Backend {
   std::unique_ptr<spi::Acquisition> begin_acquire(const spi::AttemptRequest& request,
                                                   std::function<void()> wake) override {
     ++acquisitions_started;
+    {
+      std::lock_guard guard(mu);
+      started_ids.emplace_back(request.owner_key, request.waiter_id);
+    }
     return std::make_unique<Acquisition>(*this, request, std::move(wake));
   }
 
@@ -108,6 +112,8 @@ class ScriptedBackend final : public spi::Backend {
   std::mutex mu;
   std::set<std::string> holders;                  // guarded by mu
   std::vector<std::string> owner_keys;            // of every grant, in order; guarded by mu
+  // Owner key and waiter id of every begin_acquire, in order; guarded by mu.
+  std::vector<std::pair<std::string, std::string>> started_ids;
   std::vector<Release> releases;                  // guarded by mu
   std::vector<Renewal> renewals;                  // guarded by mu
   std::vector<std::function<void()>> waiters;     // wake functions; guarded by mu

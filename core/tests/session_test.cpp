@@ -3,6 +3,7 @@
 // late renewals, fan-out of one session's end, the per-acquire object.
 #include <gtest/gtest.h>
 
+#include <set>
 #include <thread>
 
 #include "dlock/dlock.h"
@@ -216,6 +217,26 @@ TEST(Session, UnavailableWhileWaitingIsRetriedUntilTheDeadline) {
   start = Clock::now();
   EXPECT_THROW((void)p->try_lock("c", Wait::try_once()), Error);
   EXPECT_LT(Clock::now() - start, 100ms);
+}
+
+// A backend may undo a given-up Acquisition late (its request's reply was lost, so the undo
+// waits until the server answers again): that undo must never reach the grant of a later
+// Acquisition of the same call. So each Acquisition has its own owner key and waiter id.
+TEST(Session, EachAcquisitionOfOneCallHasItsOwnOwnerKeyAndWaiterId) {
+  auto b = std::make_shared<ScriptedBackend>(30s, Liveness::session);
+  auto p = provider_on(b);
+  b->unavailable_until = Clock::now() + 100ms;
+  auto l = p->try_lock("a", Wait::for_duration(2s));
+  ASSERT_TRUE(l);
+  std::lock_guard guard(b->mu);
+  ASSERT_GE(b->started_ids.size(), 2u) << "no Acquisition failed: the test proves nothing";
+  std::set<std::string> owners, waiters;
+  for (const auto& ids : b->started_ids) {
+    EXPECT_TRUE(owners.insert(ids.first).second) << "owner key used twice: " << ids.first;
+    EXPECT_TRUE(waiters.insert(ids.second).second) << "waiter id used twice: " << ids.second;
+  }
+  ASSERT_EQ(b->owner_keys.size(), 1u);
+  EXPECT_EQ(b->owner_keys.back(), b->started_ids.back().first) << "the grant is not the last Acquisition's";
 }
 
 TEST(SessionHolds, RefreshSetsEveryHoldsServerExpiry) {

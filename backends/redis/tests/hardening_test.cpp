@@ -430,6 +430,40 @@ TEST_F(RedisHardeningTest, AWaitOnABusyNameThatMeetsAStallOverrunsOneTimeout) {
   EXPECT_TRUE(other->try_lock("pb")) << "the lock is not free after the stall";
 }
 
+TEST_F(RedisHardeningTest, ALateUndoOfAStalledAttemptNeverTakesTheLockFromTheRetriedAcquire) {
+  // A waiter's attempts time out during a stall: each is undone by the clean-up thread once
+  // the server answers again, late. Meanwhile the wait goes on with a new acquisition, which
+  // the holder's release hands the lock to. A late undo must not take that grant away (and
+  // hand the lock to the next caller while the waiter still believes it holds it).
+  PrivateServer stalling({"--enable-debug-command", "local"});
+  ASSERT_TRUE(stalling.running());
+  Raw raw(stalling.uri());
+  mark_dataset(raw, "dlock:");
+  auto holder = dlock::open(stalling.uri() + "?command_timeout=10s");
+  auto other = dlock::open(stalling.uri() + "?command_timeout=10s");
+  auto waiter = dlock::open(stalling.uri() + "?command_timeout=200ms&connect_timeout=200ms&fair_heartbeat=300ms");
+  auto held = holder->try_lock("ur");
+  ASSERT_TRUE(held);
+  std::optional<Lease> got;
+  {
+    // Long enough for the undos' backoff to grow past the wait's retries (1 s at most).
+    Stall stall(stalling, 2s);
+    std::thread wait([&] { got = waiter->try_lock("ur", Wait::for_duration(6s)); });
+    stall.over();
+    std::this_thread::sleep_for(100ms);  // some undos have run, others wait for their retry
+    held->release();
+    wait.join();
+  }
+  ASSERT_TRUE(got) << "the waiter was never granted";
+  // The undos retry within a second (their longest backoff): all have run by the end of this.
+  auto next = other->try_lock("ur", Wait::for_duration(1500ms));
+  EXPECT_FALSE(next) << "granted to another caller while the waiter holds the lock (its lease "
+                     << (got->held() ? "valid" : "lost") << ", tokens " << got->fencing_token() << " and "
+                     << (next ? next->fencing_token() : 0) << ")";
+  EXPECT_TRUE(got->held());
+  EXPECT_TRUE(got->release()) << "the waiter's hold was taken from it";
+}
+
 // --- 7. fencing counters expire, tokens keep increasing --------------------------------------
 
 TEST_F(RedisHardeningTest, CountersExpireAndTokensKeepIncreasing) {
