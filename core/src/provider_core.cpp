@@ -105,19 +105,21 @@ std::optional<Lease> ProviderCore::try_acquire(std::string_view name, LockMode m
   if (auto lease = reenter(key, mode, deadline)) return lease;
   if (options.cancel.stop_requested()) return std::nullopt;
 
-  std::string seq = std::to_string(next_seq_++);
-  std::string owner_key = client_id_ + ":" + seq + ":" + key.second;
-  std::string waiter_id = client_id_ + ":w" + seq;
+  // A new sequence number for each Acquisition, also the retries of this call: owner keys
+  // and waiter ids are never reused (wait_for_lock).
+  const std::string& owner = key.second;
+  auto next_ids = [this, &owner] {
+    const std::string seq = std::to_string(next_seq_++);
+    return AcquireIds{client_id_ + ":" + seq + ":" + owner, client_id_ + ":w" + seq};
+  };
   milliseconds lease = options.lease.value_or(caps_.default_lease);
   spi::AttemptRequest request;
   request.name = name;
   request.mode = mode;
-  request.owner_key = owner_key;
   request.lease = lease;
   request.fair = options.fair;
-  request.waiter_id = waiter_id;
 
-  auto held = wait_for_lock(*backend_, request, deadline, options.cancel);
+  auto held = wait_for_lock(*backend_, request, next_ids, deadline, options.cancel);
   if (!held) return std::nullopt;
   // Client-enforced lease and max_hold count from the grant, not from the start of a wait.
   Clock::time_point granted = Clock::now();

@@ -102,12 +102,22 @@ Clock::time_point after(Clock::time_point now, milliseconds d) {
 }  // namespace
 
 std::shared_ptr<spi::HeldLock> wait_for_lock(spi::Backend& backend, spi::AttemptRequest request,
+                                             const std::function<AcquireIds()>& next_ids,
                                              Clock::time_point deadline, std::stop_token cancel) {
   request.will_wait = Clock::now() < deadline;
   request.deadline = deadline;
   auto notifier = std::make_shared<Notifier>();
   auto wake = [notifier] { notifier->notify(); };
-  std::unique_ptr<spi::Acquisition> acquisition = backend.begin_acquire(request, wake);
+  AcquireIds ids;  // viewed by `request`: outlives every Acquisition (declared before it)
+  std::unique_ptr<spi::Acquisition> acquisition;
+  // REQUIRES: no Acquisition (the one before, which views the old ids, is destroyed).
+  auto begin = [&] {
+    ids = next_ids();
+    request.owner_key = ids.owner_key;
+    request.waiter_id = ids.waiter_id;
+    acquisition = backend.begin_acquire(request, wake);
+  };
+  begin();
   if (!request.will_wait) {
     spi::Attempt attempt = acquisition->attempt();
     return granted(attempt);  // a try-once Busy leaves nothing behind
@@ -119,7 +129,7 @@ std::shared_ptr<spi::HeldLock> wait_for_lock(spi::Backend& backend, spi::Attempt
   while (true) {
     Clock::time_point until = Clock::time_point::max();
     try {
-      if (!acquisition) acquisition = backend.begin_acquire(request, wake);
+      if (!acquisition) begin();
       spi::Attempt attempt = acquisition->attempt();
       if (auto lock = granted(attempt)) return lock;
       unavailable.reset();

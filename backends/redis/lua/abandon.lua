@@ -15,8 +15,9 @@ local removed = redis.call('ZREM', queue, member_of(mode, lease, waiter, owner))
 redis.call('DEL', grant_list(hash, waiter))
 redis.call('ZREM', deadlines, member_of(mode, lease, waiter, owner))
 
--- The core never acquires a name for an owner that holds it, so a hold of this owner here
--- is a grant this waiter did not live to pick up.
+-- An owner key belongs to one acquisition (the core makes a new one for each, also for the
+-- retries of one call), so a hold of this owner here is a grant this waiter did not live to
+-- pick up, or that a request whose reply was lost made.
 local held = redis.call('HGET', hash, 'mode')
 if held and redis.call('HEXISTS', hash, owner) == 1 then
   redis.call('HDEL', hash, owner)

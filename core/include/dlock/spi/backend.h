@@ -47,11 +47,14 @@ namespace dlock::spi {
 struct AttemptRequest {
   std::string_view name;       // 1..max_name_bytes arbitrary bytes (escape before use!)
   LockMode mode = LockMode::exclusive;
-  std::string_view owner_key;  // unique per (provider instance, owner, grant)
+  // Unique per Acquisition (per provider instance, owner and grant): the core never reuses
+  // one, not even for the next Acquisition of the same call (after `unavailable`), so
+  // whatever undoes an Acquisition by its owner key, however late, never touches another's.
+  std::string_view owner_key;
   std::chrono::milliseconds lease{0};  // lease-based backends: TTL to set, on the server clock
   bool fair = false;
-  // Unique per acquire call: the key of a fair-queue entry, waiter node or waiter
-  // connection that lives between attempts.
+  // Unique per Acquisition, like owner_key: the key of a fair-queue entry, waiter node or
+  // waiter connection that lives between attempts.
   std::string_view waiter_id;
   // false for a try-once acquire: attempt() is called once and a Busy must leave nothing
   // behind (no queue entry, node, row or blocked wait).
