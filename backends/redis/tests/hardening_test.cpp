@@ -129,6 +129,37 @@ TEST_F(RedisHardeningTest, AfterFlushallNobodyIsGrantedForTheGrace) {
   EXPECT_GT(g->fencing_token(), h->fencing_token());
 }
 
+TEST_F(RedisHardeningTest, AfterARestartFromAnOlderSnapshotNoReleaseOrAbandonHandsTheLockOver) {
+  // The snapshot has A's hold; A released after it and X took the lock: X is the real holder,
+  // which the restarted server forgot. Waiters queue under A's restored hold (their first
+  // attempt under a writer only queues). Neither the release of A's restored hold (a release
+  // whose reply was lost in the restart, sent again) nor a waiter that gives up may hand the
+  // lock to a waiter during the pause: X still believes it holds it.
+  auto b = backend("restart_grace=5s");
+  auto a = grant(*b, "dl", "c:a");
+  ASSERT_TRUE(a);
+  ASSERT_EQ(raw_->string({"SAVE"}), "OK");
+  EXPECT_TRUE(b->release(*a));
+  auto x = grant(*b, "dl", "c:x");
+  ASSERT_TRUE(x);
+  ASSERT_TRUE(server_->restart());  // A's hold is back, X's is gone, and the run_id is new
+  raw_ = std::make_unique<Raw>(server_->uri());
+  ASSERT_EQ(raw_->integer({"HEXISTS", lock_key("dl"), "c:a"}), 1) << "the snapshot did not restore A's hold";
+
+  auto waiters = backend("restart_grace=5s");
+  auto y = std::make_unique<Acquire>(*waiters, Req{"dl", "c:y", LockMode::exclusive, 10s, false, true});
+  EXPECT_FALSE(y->try_get());
+  Acquire z(*waiters, Req{"dl", "c:z", LockMode::exclusive, 10s, false, true});
+  EXPECT_FALSE(z.try_get());
+
+  EXPECT_TRUE(b->release(*a));  // frees A's restored hold
+  EXPECT_EQ(raw_->integer({"HEXISTS", lock_key("dl"), "c:y"}), 0) << "the release handed the lock over during the pause";
+  y.reset();  // Y gives up
+  EXPECT_EQ(raw_->integer({"HEXISTS", lock_key("dl"), "c:z"}), 0) << "the abandon handed the lock over during the pause";
+  EXPECT_FALSE(z.try_get()) << "granted during the pause";
+  EXPECT_EQ(raw_->integer({"EXISTS", lock_key("dl")}), 0) << "somebody holds the lock during the pause";
+}
+
 TEST_F(RedisHardeningTest, AfterARestartWithoutPersistenceANewProcessWaitsToo) {
   auto holder = backend("restart_grace=800ms");
   ASSERT_TRUE(grant(*holder, "rp", "c:old", 5s));
