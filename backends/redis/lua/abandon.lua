@@ -3,14 +3,23 @@
 -- next waiters in. Key layout: backends/redis/README.md. Helpers: queue.lua (prepended).
 --
 -- KEYS[1] holders hash; the lock's other keys are named after it (lock_keys in queue.lua)
+-- KEYS[2] data-loss marker (read only when others wait)
 -- ARGV[1] waiter id   ARGV[2] owner key   ARGV[3] x|s   ARGV[4] lease ms   ARGV[5] heartbeat ms
+-- ARGV[6] pause after data loss, ms   ARGV[7] the server's run_id as the client read it
 --
 -- Returns 1 if something was removed, 0 otherwise.
 local hash = KEYS[1]
 local readers, counter, queue, deadlines = lock_keys(hash)
 local waiter, owner, mode, lease = ARGV[1], ARGV[2], ARGV[3], ARGV[4]
--- Checked before the first write: the hand-over below issues tokens.
-if redis.call('EXISTS', queue) == 1 then last_token(counter) end
+-- Checked before the first write: the hand-over below issues tokens. It is a grant, so it
+-- waits out the pause after data loss (README: "Data loss"); the marker is read with the
+-- counter.
+local mark = nil
+if redis.call('EXISTS', queue) == 1 then
+  local read = redis.call('MGET', KEYS[2], counter)
+  last_token(counter, read[2])
+  mark = read[1]
+end
 local removed = redis.call('ZREM', queue, member_of(mode, lease, waiter, owner))
 redis.call('DEL', grant_list(hash, waiter))
 redis.call('ZREM', deadlines, member_of(mode, lease, waiter, owner))
@@ -37,6 +46,9 @@ end
 if redis.call('EXISTS', queue) == 1 then
   held = purge_readers(hash, readers, held)
   purge_waiters(queue, deadlines)
-  grant_queued(hash, readers, counter, queue, deadlines, held, tonumber(ARGV[5]))
+  -- During the pause nobody is told: the waiters' refreshes take the lock once it is over.
+  if held ~= 'w' and quiet_left(KEYS[2], mark, ARGV[6], ARGV[7]) == 0 then
+    grant_queued(hash, readers, counter, queue, deadlines, held, tonumber(ARGV[5]))
+  end
 end
 return removed

@@ -156,6 +156,7 @@ end
 -- its next attempt) gives it its full lease counted from then, and a grantee that died meanwhile blocks the lock no longer than
 -- that. `head`, if given, is the queue's head as the caller just read it. Returns the lock's
 -- mode afterwards.
+-- REQUIRES: no pause after data loss (quiet_left() == 0): every hand-over is a grant.
 local function grant_queued(hash, readers, counter, queue, deadlines, held, heartbeat, head)
   local pickup = math.max(math.floor(heartbeat / 2), 1)
   while held ~= 'w' do

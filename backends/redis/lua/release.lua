@@ -3,8 +3,10 @@
 -- queue.lua (prepended).
 --
 -- KEYS[1] holders hash; the lock's other keys are named after it (lock_keys in queue.lua)
+-- KEYS[2] data-loss marker (read only by a release that would hand over)
 -- ARGV[1] owner key   ARGV[2] release request id (its latch is KEYS[1]:u:<id>)
 -- ARGV[3] latch ttl ms   ARGV[4] heartbeat ms
+-- ARGV[5] pause after data loss, ms   ARGV[6] the server's run_id as the client read it
 --
 -- Returns 1 if this request gave the hold back (also on a repeat of a request that did),
 -- 0 if the owner held nothing (nothing is touched then).
@@ -43,7 +45,14 @@ local frees = count <= 1 and (mode ~= 'r' or last_reader)
 -- The queue's head, read once (it also says whether anyone waits).
 local head = frees and redis.call('ZRANGE', queue, 0, 0)[1] or nil
 local hand_over = head ~= nil
-if hand_over then last_token(counter) end
+-- A hand-over is a grant: it waits out the pause after data loss like any other (README:
+-- "Data loss"); the marker is read with the counter, so it costs no command more.
+local mark = nil
+if hand_over then
+  local read = redis.call('MGET', KEYS[2], counter)
+  last_token(counter, read[2])
+  mark = read[1]
+end
 
 if count > 1 then
   -- (Unused by the core, which counts re-entries itself: a shared hold taken twice.)
@@ -70,8 +79,9 @@ redis.call('SET', latch, '1', 'PX', latch_ttl)
 
 -- The lock is free: the waiters at the front of the queue get it, told by name. Dead
 -- waiters are not looked for here (the waiters' refreshes drop them): a grant to one that
--- died lapses after its pick-up lease.
-if hand_over then
+-- died lapses after its pick-up lease. During the pause nobody is told: the waiters'
+-- refreshes take the lock once it is over.
+if hand_over and quiet_left(KEYS[2], mark, ARGV[5], ARGV[6]) == 0 then
   grant_queued(hash, readers, counter, queue, deadlines, false, tonumber(ARGV[4]), head)
 end
 return 1

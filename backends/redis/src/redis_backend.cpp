@@ -247,9 +247,10 @@ Reply RedisBackend::run_abandon(Connection& conn, std::string_view name, std::st
   const std::string hash = lock_key(options_.prefix, name);
   const std::string lease_text = ms_text(lease);
   const std::string heartbeat = ms_text(options_.fair_heartbeat);
-  const std::string_view keys[] = {hash};
-  const std::string_view args[] = {waiter_id, owner_key, mode == LockMode::shared ? "s" : "x", lease_text,
-                                   heartbeat};
+  const std::string_view keys[] = {hash, marker_};
+  const std::string_view args[] = {waiter_id,  owner_key,  mode == LockMode::shared ? "s" : "x",
+                                   lease_text, heartbeat,  grace_text_,
+                                   conn.run_id};
   return scripts_->run(conn, Script::abandon, keys, args);
 }
 
@@ -308,13 +309,14 @@ bool RedisBackend::release(spi::HeldLock& lock) {
   const std::string hash = lock_key(options_.prefix, held.name());
   const std::string latch_ttl =
       ms_text(std::max(milliseconds(10000), options_.command_timeout * 4));
-  const std::string_view keys[] = {hash};
+  const std::string_view keys[] = {hash, marker_};
   const std::string heartbeat = ms_text(options_.fair_heartbeat);
   // The script names this request's latch after the hash (LockKeys::latch).
-  const std::string_view args[] = {held.owner_key(), held.release_id(), latch_ttl, heartbeat};
+  std::string_view args[] = {held.owner_key(), held.release_id(), latch_ttl, heartbeat, grace_text_, ""};
   // A retry after a lost reply asks again with the same latch, which answers for the first
   // request instead of releasing twice.
   return with_retry([&](Connection& conn) {
+    args[5] = conn.run_id;  // of the server this connection reached (a hand-over's data-loss guard)
     Reply r = scripts_->run(conn, Script::release, keys, args);
     if (r->type != REDIS_REPLY_INTEGER) conn.fail("release script", r.get());
     return r->integer == 1;
