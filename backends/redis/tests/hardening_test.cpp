@@ -298,6 +298,12 @@ TEST_F(RedisHardeningTest, MissingAclRightsAreNamedAtConnect) {
   EXPECT_EQ(code, ErrorCode::invalid_argument);
   EXPECT_NE(message.find("ZADD"), std::string::npos) << message;
 
+  // Every acquire reads the data-loss marker and the fencing counter with one MGET.
+  raw_->cmd({"ACL", "SETUSER", "nomget", "on", ">ng-pw", "~*", "&*", "+@all", "-mget"});
+  std::tie(code, message) = open_error("redis+unix://nomget:ng-pw@" + path);
+  EXPECT_EQ(code, ErrorCode::invalid_argument);
+  EXPECT_NE(message.find("MGET"), std::string::npos) << message;
+
   // Exactly what the README lists is enough.
   raw_->cmd({"ACL", "SETUSER", "minimal", "on", ">m-pw", "~dlock:*", "+@all", "-@dangerous",
              "+info"});
