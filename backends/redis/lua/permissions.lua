@@ -20,7 +20,7 @@ local checks = {
   {'evalsha', sha, '2', hash, marker}, {'time'},
   {'rpush', grants, 't'}, {'blpop', grants, '1'}, {'del', grants},
   {'pexpire', grants, '1'},
-  {'get', marker}, {'set', marker, 'v'},
+  {'get', marker}, {'set', marker, 'v'}, {'mget', marker, counter},
   {'get', counter}, {'set', counter, '1', 'PX', '1'},
   {'get', latch}, {'set', latch, '1', 'PX', '1'},
   {'exists', hash, queue}, {'del', hash, readers},
