@@ -26,11 +26,14 @@ struct Scheduler::Shared {
   std::vector<std::weak_ptr<HoldState>> entries DLOCK_GUARDED_BY(mu);
   std::size_t compacted_size DLOCK_GUARDED_BY(mu) = 0;  // entries after the last compaction
   std::deque<std::function<void()>> jobs DLOCK_GUARDED_BY(mu);  // for the worker
-  // When the sleeping timekeeper wakes next; time_point::min() while it is awake (it
-  // re-plans under mu before sleeping, so it sees every entry added meanwhile).
+  // When the timekeeper wakes next; time_point::min() while it plans (under mu, so it sees
+  // every entry added before).
   Clock::time_point sleeping_until DLOCK_GUARDED_BY(mu) = Clock::time_point::min();
-  // Set by poke() without the mutex (it runs in lost callbacks, which may race with the
-  // destruction of a hold under the mutex): the timekeeper re-plans before sleeping.
+  // The plan may have changed since the timekeeper made it: the timekeeper plans again
+  // before sleeping. Set under mu by every change that notifies timekeeper_cv (the
+  // timekeeper drops its references to holds outside mu, between planning and sleeping,
+  // and a notify in that window would be lost), and by poke() without it (it runs in lost
+  // callbacks, which may race with the destruction of a hold under the mutex).
   std::atomic<bool> poked{false};
 };
 
@@ -64,13 +67,17 @@ struct GiveUp {
 };
 
 struct Tick {
+  // Every hold the plan looked at. One may be the last reference to its provider, whose
+  // ~Scheduler takes shared.mu: a Tick dies outside it.
+  std::vector<std::shared_ptr<HoldState>> held;
   std::vector<GiveUp> to_give_up;                      // lost signal now, release later
   std::vector<std::shared_ptr<HoldState>> to_release;  // given up earlier, release now
   std::map<milliseconds, std::vector<std::shared_ptr<HoldState>>> due;  // by lease length
   Clock::time_point next_wake = Clock::time_point::max();
 };
 
-// Under shared.mu: drops finished entries and sorts the rest into what is due now.
+// Under shared.mu: drops finished entries and sorts the rest into what is due now. The
+// Tick co-owns every hold it names (see Tick::held).
 Tick plan_tick(Scheduler::Shared& shared, Clock::time_point now) DLOCK_REQUIRES(shared.mu) {
   Tick t;
   std::vector<std::shared_ptr<HoldState>> candidates;  // renewals due within the slack
@@ -78,6 +85,7 @@ Tick plan_tick(Scheduler::Shared& shared, Clock::time_point now) DLOCK_REQUIRES(
   auto& entries = shared.entries;
   for (std::size_t i = 0; i < entries.size();) {
     auto st = entries[i].lock();
+    if (st) t.held.push_back(st);  // so that no other reference taken here is the last
     bool pending_release = st && st->release_at != Clock::time_point::max();
     if (!st || (st->ended && !pending_release && !st->renewing)) {
       if (st) st->watched = false;
@@ -173,6 +181,7 @@ void renew(Scheduler::Shared& shared, milliseconds lease, std::vector<std::share
         case spi::RenewStatus::failed: st->next_renew = Clock::now() + retry_delay(lease); break;
       }
     }
+    shared.poked = true;
   }
   shared.timekeeper_cv.notify_all();
   for (auto& st : lost) st->core->give_up(st, Clock::now());
@@ -181,6 +190,7 @@ void renew(Scheduler::Shared& shared, milliseconds lease, std::vector<std::share
 void run_timekeeper(std::shared_ptr<Scheduler::Shared> shared) {
   Lock lock(shared->mu);
   while (!shared->stop) {
+    shared->poked = false;  // this plan sees every change made so far
     Tick t = plan_tick(*shared, Clock::now());
     for (auto& [lease, group] : t.due) {
       shared->jobs.push_back([s = shared.get(), lease = lease, g = std::move(group)]() mutable {
@@ -189,18 +199,21 @@ void run_timekeeper(std::shared_ptr<Scheduler::Shared> shared) {
     }
     for (auto& st : t.to_release) queue_release(*shared, std::move(st));
     if (!t.due.empty()) shared->worker_cv.notify_one();
-    if (!t.to_give_up.empty()) {
-      lock.unlock();
-      // Lost signals fire here, on time; the releases follow on the worker.
-      for (auto& g : t.to_give_up) g.state->core->give_up(g.state, g.release_at);
-      t = Tick{};  // drop our references outside the lock
-      lock.lock();
-      continue;  // re-plan: the given-up holds now wait for their release time
-    }
+    const bool gave_up = !t.to_give_up.empty();
+    const Clock::time_point wake = t.next_wake;
+    shared->sleeping_until = wake;  // from here on, a sooner hold pokes (watch())
+    lock.unlock();
+    // Lost signals fire here, on time; the releases follow on the worker.
+    for (auto& g : t.to_give_up) g.state->core->give_up(g.state, g.release_at);
+    // Our references die outside the lock: if one is the last of the provider, its
+    // ~Scheduler runs here (and detaches this thread).
+    t = Tick{};
+    lock.lock();
     if (shared->stop) break;
-    if (shared->poked.exchange(false)) continue;
-    shared->sleeping_until = t.next_wake;
-    shared->timekeeper_cv.wait_until(lock.native(), t.next_wake);  // any notify re-plans
+    // Re-plan: the given-up holds now wait for their release time; or the plan changed.
+    if (!gave_up && !shared->poked.exchange(false)) {
+      shared->timekeeper_cv.wait_until(lock.native(), wake);  // any notify re-plans
+    }
     shared->sleeping_until = Clock::time_point::min();
   }
 }
@@ -276,6 +289,7 @@ void Scheduler::watch(const std::shared_ptr<HoldState>& state, const WatchPlan& 
     Clock::time_point first =
         std::min({state->next_renew, plan.max_hold_deadline, loss_deadline(*state)});
     sooner = first < shared_->sleeping_until;
+    if (sooner) shared_->poked = true;
   }
   // Only a hold due before the planned wake-up needs the timekeeper now: most acquires
   // don't cost a context switch.
@@ -288,6 +302,7 @@ void Scheduler::stop_renewing(HoldState& state, milliseconds lease) {
     state.renew_lease.reset();
     state.server_margin = loss_margin(lease);
     state.next_renew = Clock::time_point::max();
+    shared_->poked = true;
   }
   shared_->timekeeper_cv.notify_all();  // the loss deadline moved
 }
@@ -296,6 +311,7 @@ void Scheduler::set_client_lease(HoldState& state, milliseconds lease) {
   {
     Lock lock(shared_->mu);
     state.client_margin = loss_margin(lease);
+    shared_->poked = true;
   }
   shared_->timekeeper_cv.notify_all();  // the loss deadline moved
 }
@@ -309,6 +325,7 @@ void Scheduler::release_given_up_at(const std::shared_ptr<HoldState>& state, Clo
       shared_->entries.push_back(state);
       state->watched = true;
     }
+    shared_->poked = true;
   }
   shared_->timekeeper_cv.notify_all();
 }
