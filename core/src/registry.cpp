@@ -3,6 +3,7 @@
 
 #include "dlock/error.h"
 #include "dlock/open.h"
+#include "dlock/spi/registrar.h"
 #include "sync.h"
 
 namespace dlock {
@@ -31,15 +32,34 @@ std::string join(const std::vector<std::string>& v) {
   return out.empty() ? "(none)" : out;
 }
 
+// False if `scheme` is registered already (its factory stays).
+bool add(const std::string& scheme, ProviderFactory factory) {
+  auto& r = registry();
+  detail::Lock lock(r.mu);
+  return r.factories.emplace(scheme, std::move(factory)).second;
+}
+
 }  // namespace
 
 void register_scheme(std::string scheme, ProviderFactory factory) {
-  auto& r = registry();
-  detail::Lock lock(r.mu);
-  if (!r.factories.emplace(scheme, std::move(factory)).second) {
+  if (!add(scheme, std::move(factory))) {
     throw Error(ErrorCode::invalid_argument, "scheme '" + scheme + "' is already registered");
   }
 }
+
+namespace spi {
+bool register_schemes(std::initializer_list<const char*> schemes, const ProviderFactory& factory) noexcept {
+  bool all = true;
+  for (const char* scheme : schemes) {
+    try {
+      all = add(scheme, factory) && all;
+    } catch (...) {  // out of memory: the scheme stays unknown, dlock::open says so
+      all = false;
+    }
+  }
+  return all;
+}
+}  // namespace spi
 
 std::vector<std::string> registered_schemes() {
   auto& r = registry();

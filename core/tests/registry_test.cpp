@@ -4,6 +4,7 @@
 
 #include "dlock/error.h"
 #include "dlock/open.h"
+#include "dlock/spi/registrar.h"
 
 namespace dlock {
 namespace {
@@ -42,6 +43,28 @@ TEST(Registry, UnknownSchemeShowsNoParameterValue) {
 
 TEST(Registry, SchemeCannotBeRegisteredTwice) {
   EXPECT_THROW(register_scheme("mem", [](const Uri&) { return std::shared_ptr<ILockProvider>(); }), Error);
+}
+
+// What a second copy of a backend's registrar does (two shared libraries that each link
+// dlock statically): no exception out of a static initializer, and the first factory stays.
+TEST(Registry, BackendRegistrarRunningTwiceKeepsTheFirstFactory) {
+  int second_copy_opened = 0;
+  ProviderFactory second_copy = [&](const Uri&) {
+    ++second_copy_opened;
+    return std::shared_ptr<ILockProvider>();
+  };
+  bool registered = true;
+  EXPECT_NO_THROW(registered = spi::register_schemes({"mem"}, second_copy));
+  EXPECT_FALSE(registered);
+  EXPECT_TRUE(open("mem://registrar-twice"));
+  EXPECT_EQ(second_copy_opened, 0);
+
+  // A new scheme is registered, with every alias, even next to one that exists.
+  EXPECT_FALSE(spi::register_schemes({"registrar-test", "mem", "registrar-test+alias"}, second_copy));
+  EXPECT_FALSE(open("registrar-test://"));
+  EXPECT_FALSE(open("registrar-test+alias://"));
+  EXPECT_EQ(second_copy_opened, 2);
+  EXPECT_FALSE(spi::register_schemes({"registrar-test"}, second_copy));
 }
 
 TEST(Registry, OpensMemWithParameters) {

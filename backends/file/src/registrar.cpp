@@ -8,6 +8,7 @@
 #include "dlock/error.h"
 #include "dlock/open.h"
 #include "dlock/spi/backend_provider.h"
+#include "dlock/spi/registrar.h"
 #include "dlock/uri.h"
 #include "errors.h"
 #include "file_backend.h"
@@ -31,14 +32,7 @@ std::shared_ptr<ILockProvider> open_file_provider(const Uri& uri) {
 }
 
 // Registered before main() through dlock::dlock's whole-archive link.
-const bool registered = [] {
-  try {
-    register_scheme("file", &open_file_provider);
-    return true;
-  } catch (...) {
-    return false;  // already registered: an exception here would abort the process
-  }
-}();
+const bool registered = spi::register_schemes({"file"}, open_file_provider);
 
 }  // namespace
 }  // namespace dlock::file

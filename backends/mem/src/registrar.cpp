@@ -2,6 +2,7 @@
 #include "dlock/error.h"
 #include "dlock/open.h"
 #include "dlock/spi/backend_provider.h"
+#include "dlock/spi/registrar.h"
 #include "mem_backend.h"
 
 namespace dlock::mem {
@@ -20,7 +21,7 @@ std::shared_ptr<ILockProvider> open_mem(const Uri& uri) {
   return spi::make_provider(std::make_shared<MemBackend>(space(space_name), lease), uri.redacted());
 }
 
-const bool registered = (register_scheme("mem", open_mem), true);
+const bool registered = spi::register_schemes({"mem"}, open_mem);
 
 }  // namespace
 }  // namespace dlock::mem

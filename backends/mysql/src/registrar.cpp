@@ -2,6 +2,7 @@
 #include "dlock/error.h"
 #include "dlock/open.h"
 #include "dlock/spi/backend_provider.h"
+#include "dlock/spi/registrar.h"
 #include "dlock/uri.h"
 #include "options.h"
 #include "lease_backend.h"
@@ -18,12 +19,7 @@ std::shared_ptr<ILockProvider> open_mysql(const Uri& uri) {
   return spi::make_provider(std::make_shared<RowBackend>(std::move(options)), uri.redacted());
 }
 
-const bool registered = [] {
-  register_scheme("mysql", open_mysql);
-  register_scheme("mariadb", open_mysql);
-  register_scheme("mysql+unix", open_mysql);
-  return true;
-}();
+const bool registered = spi::register_schemes({"mysql", "mariadb", "mysql+unix"}, open_mysql);
 
 }  // namespace
 }  // namespace dlock::mysql

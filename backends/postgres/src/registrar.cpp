@@ -1,6 +1,7 @@
 // Puts postgres:// and postgresql:// into dlock::open's registry.
 #include "dlock/open.h"
 #include "dlock/spi/backend_provider.h"
+#include "dlock/spi/registrar.h"
 #include "dlock/uri.h"
 #include "options.h"
 #include "lease_backend.h"
@@ -17,11 +18,7 @@ std::shared_ptr<ILockProvider> open_postgres(const Uri& uri) {
   return spi::make_provider(std::make_shared<PgBackend>(std::move(options)), uri.redacted());
 }
 
-const bool registered = [] {
-  register_scheme("postgres", open_postgres);
-  register_scheme("postgresql", open_postgres);
-  return true;
-}();
+const bool registered = spi::register_schemes({"postgres", "postgresql"}, open_postgres);
 
 }  // namespace
 }  // namespace dlock::postgres

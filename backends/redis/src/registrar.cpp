@@ -1,6 +1,7 @@
 // Puts redis:// and redis+unix:// into dlock::open's registry.
 #include "dlock/open.h"
 #include "dlock/spi/backend_provider.h"
+#include "dlock/spi/registrar.h"
 #include "dlock/uri.h"
 #include "options.h"
 #include "redis_backend.h"
@@ -13,11 +14,7 @@ std::shared_ptr<ILockProvider> open_redis(const Uri& uri) {
   return spi::make_provider(std::move(backend), uri.redacted());
 }
 
-const bool registered = [] {
-  register_scheme("redis", open_redis);
-  register_scheme("redis+unix", open_redis);
-  return true;
-}();
+const bool registered = spi::register_schemes({"redis", "redis+unix"}, open_redis);
 
 }  // namespace
 }  // namespace dlock::redis

@@ -2,6 +2,7 @@
 // the reason (no TLS in Debian's C client) rather than "unknown scheme".
 #include "dlock/open.h"
 #include "dlock/spi/backend_provider.h"
+#include "dlock/spi/registrar.h"
 #include "dlock/uri.h"
 #include "options.h"
 #include "zk_backend.h"
@@ -14,12 +15,8 @@ std::shared_ptr<ILockProvider> open_zk(const Uri& uri) {
   return spi::make_provider(std::move(backend), uri.redacted());
 }
 
-const bool registered = [] {
-  register_scheme("zk", open_zk);
-  register_scheme("zookeeper", open_zk);
-  register_scheme("zks", open_zk);  // parse_options refuses it with `unsupported`
-  return true;
-}();
+// zks:// is refused by parse_options with `unsupported`.
+const bool registered = spi::register_schemes({"zk", "zookeeper", "zks"}, open_zk);
 
 }  // namespace
 }  // namespace dlock::zookeeper
