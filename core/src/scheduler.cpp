@@ -7,8 +7,11 @@
 #include <functional>
 #include <map>
 #include <mutex>
+#include <string>
+#include <system_error>
 #include <vector>
 
+#include "dlock/error.h"
 #include "provider_core.h"
 #include "sync.h"
 
@@ -245,8 +248,17 @@ void stop_thread(std::thread& t) {
 Scheduler::Scheduler(std::shared_ptr<spi::Backend> backend)
     : shared_(std::make_shared<Shared>()) {
   shared_->backend = std::move(backend);
-  timekeeper_ = std::make_unique<std::thread>(run_timekeeper, shared_);
-  worker_ = std::make_unique<std::thread>(run_worker, shared_);
+  try {
+    timekeeper_ = std::make_unique<std::thread>(run_timekeeper, shared_);
+    worker_ = std::make_unique<std::thread>(run_worker, shared_);
+  } catch (const std::system_error& e) {
+    // Out of threads (RLIMIT_NPROC, a cgroup's pids.max): a transient condition.
+    stop_threads();
+    throw Error(ErrorCode::unavailable, std::string("cannot start the watchdog's threads: ") + e.what());
+  } catch (...) {
+    stop_threads();  // a started thread destroyed joinable would end the process
+    throw;
+  }
 }
 
 Scheduler::~Scheduler() {
@@ -257,14 +269,18 @@ Scheduler::~Scheduler() {
     static_cast<void>(new std::shared_ptr<Shared>(std::move(shared_)));
     return;
   }
+  stop_threads();
+}
+
+void Scheduler::stop_threads() noexcept {
   {
     Lock lock(shared_->mu);
     shared_->stop = true;  // no job can be pending: each would keep this provider alive
   }
   shared_->timekeeper_cv.notify_all();
   shared_->worker_cv.notify_all();
-  stop_thread(*timekeeper_);
-  stop_thread(*worker_);
+  if (timekeeper_) stop_thread(*timekeeper_);
+  if (worker_) stop_thread(*worker_);
 }
 
 void Scheduler::watch(const std::shared_ptr<HoldState>& state, const WatchPlan& plan) {

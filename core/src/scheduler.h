@@ -36,6 +36,7 @@ struct WatchPlan {
 
 class Scheduler {
  public:
+  // Starts both threads. Throws Error(unavailable) when the process cannot start them.
   explicit Scheduler(std::shared_ptr<spi::Backend> backend);
   // Stops both threads (joins them, or detaches the one it runs on: each co-owns what it
   // uses). In a forked child, where the threads do not exist and a mutex may have been held
@@ -69,6 +70,9 @@ class Scheduler {
   struct Shared;  // what the threads co-own
 
  private:
+  // Stops the threads that were started (joins them, or detaches the one it runs on).
+  void stop_threads() noexcept;
+
   std::shared_ptr<Shared> shared_;
   std::unique_ptr<std::thread> timekeeper_;
   std::unique_ptr<std::thread> worker_;

@@ -18,7 +18,8 @@ using ProviderFactory = std::function<std::shared_ptr<ILockProvider>(const Uri&)
 // "redis://127.0.0.1:6379/0". Throws Error(invalid_argument) for a malformed URI or an
 // unknown scheme (the message names the schemes compiled in), and whatever the backend's
 // factory throws (invalid_argument for bad parameters, unavailable when the server cannot
-// be reached within its connect timeout). Thread-safe.
+// be reached within its connect timeout, or when the process cannot start the provider's
+// two watchdog threads). Thread-safe.
 std::shared_ptr<ILockProvider> open(std::string_view uri);
 
 // Registers `factory` for `scheme` (lower-case). Backends call it from a static registrar
