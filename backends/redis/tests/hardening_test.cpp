@@ -511,6 +511,32 @@ TEST_F(RedisHardeningTest, ALateUndoOfAStalledAttemptNeverTakesTheLockFromTheRet
   EXPECT_TRUE(got->release()) << "the waiter's hold was taken from it";
 }
 
+TEST_F(RedisHardeningTest, ADroppedLeaseWhoseReleaseFailedDuringAPauseIsFreedSoonAfterIt) {
+  // CLIENT PAUSE (what a failover uses) holds every request for 600 ms: the release times
+  // out, and the lease is dropped, so the core releases it in the background, which fails
+  // too while the pause lasts. The hold must not then sit on the server for its whole lease
+  // (30 s) with nobody to release it: it is released once the server answers again.
+  auto p = dlock::open(server_->uri() + "?command_timeout=200ms&connect_timeout=200ms");
+  auto held = p->try_lock("rp");
+  ASSERT_TRUE(held);
+  Raw pauser(server_->uri());
+  pauser.cmd({"CLIENT", "PAUSE", "600"});
+  const auto paused = Clock::now();
+  try {
+    held->release();
+    ADD_FAILURE() << "released during the pause";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), ErrorCode::unavailable) << e.what();
+  }
+  held.reset();  // dropped: released in the background, which fails while the pause lasts
+  std::this_thread::sleep_until(paused + 700ms);
+  const auto left = gone_within(*raw_, lock_key("rp"), 4s);
+  EXPECT_TRUE(left) << "the dropped hold stayed after the pause, PTTL " << raw_->integer({"PTTL", lock_key("rp")})
+                    << " ms";
+  auto other = dlock::open(server_->uri());
+  EXPECT_TRUE(other->try_lock("rp")) << "the lock is not free after the pause";
+}
+
 // --- 7. fencing counters expire, tokens keep increasing --------------------------------------
 
 TEST_F(RedisHardeningTest, CountersExpireAndTokensKeepIncreasing) {
