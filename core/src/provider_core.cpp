@@ -291,8 +291,17 @@ void ProviderCore::give_up_dropped(Hold& hold) noexcept {
 void ProviderCore::release_given_up(HoldState& state) noexcept {
   try {
     backend_->release(*state.lock);  // owner-checked: never touches another holder
+  } catch (const Error& e) {
+    // No answer (a stalled or paused server): tried again until the lock ends on its own,
+    // so that it does not stay on the server for the rest of its lease with nobody to
+    // release it. Other failures: the lease expires or the session ends on its own.
+    if (e.code() != ErrorCode::unavailable) return;
+    try {
+      scheduler_.retry_release(state.lock);
+    } catch (...) {
+      // (Out of memory: as before, the lock ends on its own.)
+    }
   } catch (...) {
-    // The lease expires or the session ends on its own.
   }
 }
 

@@ -36,8 +36,10 @@ class ProviderCore : public std::enable_shared_from_this<ProviderCore> {
   // the server must end up without the hold). Never blocks on the backend. Returns false if
   // it had already ended.
   bool give_up(const std::shared_ptr<HoldState>& state, Clock::time_point release_at) noexcept;
-  // Releases a given-up hold on the backend, owner-checked, ignoring failures (the lease
-  // expires or the session ends anyway). May block for a round trip.
+  // Releases a given-up hold on the backend, owner-checked. One that is not answered
+  // (`unavailable`) is retried by the watchdog until the lock ends on its own; other
+  // failures are ignored (the lease expires or the session ends anyway). May block for a
+  // round trip.
   void release_given_up(HoldState& state) noexcept;
   // ~Hold, after release(hold) threw (no answer): the dropped Lease's hold is given up, so
   // that no later acquire of its owner re-enters a lock the unanswered release may have

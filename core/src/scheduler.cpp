@@ -19,6 +19,12 @@ namespace dlock::detail {
 
 using std::chrono::milliseconds;
 
+struct ReleaseRetry {
+  std::shared_ptr<spi::HeldLock> lock;
+  Clock::time_point next_try, give_up;  // give_up: the lock ends on its own by then
+  milliseconds backoff;                 // before next_try: 50 ms doubling to 1 s
+};
+
 struct Scheduler::Shared {
   std::shared_ptr<spi::Backend> backend;
   // Also guards the watchdog's fields of every HoldState (see hold.h).
@@ -29,6 +35,10 @@ struct Scheduler::Shared {
   std::vector<std::weak_ptr<HoldState>> entries DLOCK_GUARDED_BY(mu);
   std::size_t compacted_size DLOCK_GUARDED_BY(mu) = 0;  // entries after the last compaction
   std::deque<std::function<void()>> jobs DLOCK_GUARDED_BY(mu);  // for the worker
+  // Releases that failed with `unavailable` (Scheduler::retry_release), waiting to be tried
+  // again. They co-own the backend's lock only, never a HoldState (which owns the provider):
+  // dropping the provider drops them.
+  std::vector<ReleaseRetry> retries DLOCK_GUARDED_BY(mu);
   // When the timekeeper wakes next; time_point::min() while it plans (under mu, so it sees
   // every entry added before).
   Clock::time_point sleeping_until DLOCK_GUARDED_BY(mu) = Clock::time_point::min();
@@ -75,6 +85,7 @@ struct Tick {
   std::vector<std::shared_ptr<HoldState>> held;
   std::vector<GiveUp> to_give_up;                      // lost signal now, release later
   std::vector<std::shared_ptr<HoldState>> to_release;  // given up earlier, release now
+  std::vector<ReleaseRetry> to_retry;                  // failed releases due again
   std::map<milliseconds, std::vector<std::shared_ptr<HoldState>>> due;  // by lease length
   Clock::time_point next_wake = Clock::time_point::max();
 };
@@ -85,6 +96,17 @@ Tick plan_tick(Scheduler::Shared& shared, Clock::time_point now) DLOCK_REQUIRES(
   Tick t;
   std::vector<std::shared_ptr<HoldState>> candidates;  // renewals due within the slack
   Clock::time_point earliest_candidate = Clock::time_point::max();
+  auto& retries = shared.retries;
+  for (std::size_t i = 0; i < retries.size();) {
+    if (retries[i].next_try <= now) {
+      t.to_retry.push_back(std::move(retries[i]));
+      retries[i] = std::move(retries.back());
+      retries.pop_back();
+    } else {
+      t.next_wake = std::min(t.next_wake, retries[i].next_try);
+      ++i;
+    }
+  }
   auto& entries = shared.entries;
   for (std::size_t i = 0; i < entries.size();) {
     auto st = entries[i].lock();
@@ -150,6 +172,29 @@ Tick plan_tick(Scheduler::Shared& shared, Clock::time_point now) DLOCK_REQUIRES(
   return t;
 }
 
+// On the worker: one more try of a release that failed with `unavailable`; if it fails
+// so again, another is planned after a longer backoff, as long as the lock has not ended.
+void retry_release(Scheduler::Shared& shared, ReleaseRetry r) {
+  try {
+    shared.backend->release(*r.lock);  // owner-checked, idempotent: never another holder's
+    return;
+  } catch (const Error& e) {
+    if (e.code() != ErrorCode::unavailable) return;
+  } catch (...) {
+    return;
+  }
+  r.backoff = std::min(r.backoff * 2, milliseconds(1000));
+  r.next_try = Clock::now() + r.backoff;
+  if (r.next_try >= r.give_up) return;
+  {
+    Lock lock(shared.mu);
+    if (shared.stop) return;
+    shared.retries.push_back(std::move(r));
+    shared.poked = true;
+  }
+  shared.timekeeper_cv.notify_all();
+}
+
 void queue_release(Scheduler::Shared& shared, std::shared_ptr<HoldState> st) DLOCK_REQUIRES(shared.mu) {
   shared.jobs.push_back([st = std::move(st)] { st->core->release_given_up(*st); });
   shared.worker_cv.notify_one();
@@ -201,7 +246,10 @@ void run_timekeeper(std::shared_ptr<Scheduler::Shared> shared) {
       });
     }
     for (auto& st : t.to_release) queue_release(*shared, std::move(st));
-    if (!t.due.empty()) shared->worker_cv.notify_one();
+    for (auto& r : t.to_retry) {
+      shared->jobs.push_back([s = shared.get(), r = std::move(r)]() mutable { retry_release(*s, std::move(r)); });
+    }
+    if (!t.due.empty() || !t.to_retry.empty()) shared->worker_cv.notify_one();
     const bool gave_up = !t.to_give_up.empty();
     const Clock::time_point wake = t.next_wake;
     shared->sleeping_until = wake;  // from here on, a sooner hold pokes (watch())
@@ -363,6 +411,20 @@ void Scheduler::release_dropped(std::shared_ptr<HoldState> state) {
   state->release_at = Clock::time_point::max();
   state->cleaned = true;
   queue_release(*shared_, std::move(state));  // after a renewal of it in flight, if any
+}
+
+void Scheduler::retry_release(std::shared_ptr<spi::HeldLock> lock) {
+  const Clock::time_point end = lock->expires_at();
+  const milliseconds first(50);
+  const Clock::time_point next = Clock::now() + first;
+  if (end == Clock::time_point::max() || next >= end) return;  // no end to wait for, or it has come
+  {
+    Lock guard(shared_->mu);
+    if (shared_->stop) return;
+    shared_->retries.push_back(ReleaseRetry{std::move(lock), next, end, first});
+    shared_->poked = true;
+  }
+  shared_->timekeeper_cv.notify_all();
 }
 
 void Scheduler::poke() noexcept {

@@ -64,6 +64,11 @@ class Scheduler {
   // Releases `state` on the backend (owner-checked) on the worker, which keeps it alive
   // until then: a hold given up after its last Lease was dropped. REQUIRES: state->ended.
   void release_dropped(std::shared_ptr<HoldState> state);
+  // A release of `lock` (given up or dropped) failed with `unavailable` (a stalled or
+  // paused server): try it again on the worker, 50 ms later doubling to 1 s, until it is
+  // answered or the lock's expires_at() comes (it ends on its own then). Nothing is kept
+  // past the provider. Never blocks on the backend.
+  void retry_release(std::shared_ptr<spi::HeldLock> lock);
   // Wakes the timekeeper to re-plan (a backend marked a lock lost).
   void poke() noexcept;
 
