@@ -250,14 +250,13 @@ Uri Uri::parse(std::string_view text) {
   return u;
 }
 
-namespace {
-// `text` percent-encoded: every byte but the unreserved ones (RFC 3986) and those in `keep`.
-std::string encode(std::string_view text, std::string_view keep = {}) {
+std::string percent_encode(std::string_view text, std::string_view keep) {
   static constexpr char kHex[] = "0123456789ABCDEF";
   std::string out;
   for (unsigned char c : text) {
-    if (std::isalnum(c) || c == '-' || c == '.' || c == '_' || c == '~' ||
-        keep.find(static_cast<char>(c)) != std::string_view::npos) {
+    const bool unreserved = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+                            c == '-' || c == '.' || c == '_' || c == '~';
+    if (unreserved || keep.find(static_cast<char>(c)) != std::string_view::npos) {
       out += static_cast<char>(c);
     } else {
       out += '%';
@@ -268,6 +267,7 @@ std::string encode(std::string_view text, std::string_view keep = {}) {
   return out;
 }
 
+namespace {
 bool is_ipv6(const std::string& host) {
   in6_addr addr{};
   return ::inet_pton(AF_INET6, host.c_str(), &addr) == 1;
@@ -279,17 +279,17 @@ bool is_ipv6(const std::string& host) {
 // DLOCK_URI) and must name the same lock service. The "***" of a masked value is literal.
 std::string Uri::redacted() const {
   std::string out = scheme + "://";
-  if (!user.empty() || password) out += encode(user) + (password ? ":***" : "") + "@";
+  if (!user.empty() || password) out += percent_encode(user) + (password ? ":***" : "") + "@";
   for (std::size_t i = 0; i < hosts.size(); ++i) {
     if (i) out += ",";
-    out += is_ipv6(hosts[i].host) ? "[" + hosts[i].host + "]" : encode(hosts[i].host);
+    out += is_ipv6(hosts[i].host) ? "[" + hosts[i].host + "]" : percent_encode(hosts[i].host);
     if (hosts[i].port) out += ":" + std::to_string(hosts[i].port);
   }
-  out += encode(path, "/");
+  out += percent_encode(path, "/");
   for (std::size_t i = 0; i < params.size(); ++i) {
     const auto& [key, value] = params[i];
     const bool masked = is_secret_param(key) || value == "***";
-    out += (i ? "&" : "?") + encode(key) + "=" + (masked ? "***" : encode(value, "/:,"));
+    out += (i ? "&" : "?") + percent_encode(key) + "=" + (masked ? "***" : percent_encode(value, "/:,"));
   }
   return out;
 }

@@ -8,27 +8,10 @@
 #include <cstring>
 
 #include "dlock/error.h"
+#include "dlock/uri.h"
 
 namespace dlock::cli {
 namespace {
-
-// Percent-encodes everything but unreserved characters and '/', so any path is a valid URI.
-std::string encode_path(const std::string& path) {
-  static constexpr char kHex[] = "0123456789ABCDEF";
-  std::string out;
-  for (unsigned char c : path) {
-    bool plain = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
-                 c == '-' || c == '.' || c == '_' || c == '~' || c == '/';
-    if (plain) {
-      out += static_cast<char>(c);
-    } else {
-      out += '%';
-      out += kHex[c >> 4];
-      out += kHex[c & 0xF];
-    }
-  }
-  return out;
-}
 
 void ensure_private_dir(const std::string& dir) {
   if (::mkdir(dir.c_str(), 0700) != 0 && errno != EEXIST) {
@@ -62,7 +45,7 @@ std::string resolve_uri(const std::optional<std::string>& from_option) {
   if (env != nullptr && env[0] != '\0') return env;
   std::string dir = default_lock_dir();
   ensure_private_dir(dir);
-  return "file://" + encode_path(dir);
+  return "file://" + percent_encode(dir, "/");  // any path is a valid URI
 }
 
 }  // namespace dlock::cli

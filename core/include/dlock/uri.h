@@ -48,6 +48,10 @@ std::string redact_uri(std::string_view text);
 // the name (percent-decoded, any case) contains pass, pwd, secret, token, auth or cred.
 bool is_secret_param(std::string_view key);
 
+// `text` percent-encoded: every byte but the unreserved ones (RFC 3986: A-Z a-z 0-9 - . _ ~,
+// whatever the locale) and those in `keep`. For building URIs that parse back to `text`.
+std::string percent_encode(std::string_view text, std::string_view keep = {});
+
 // Reads a Uri's query parameters with checks, for a backend's factory. Every getter removes
 // the key it read; finish() throws Error(invalid_argument) naming any key left unread, so an
 // unknown parameter is an error rather than silently ignored. Its errors never show the value
