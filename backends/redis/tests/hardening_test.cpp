@@ -409,6 +409,36 @@ TEST_F(RedisHardeningTest, ATryOnceAcquireCutOffByAStalledServerLeavesNoHoldBehi
   EXPECT_TRUE(grant(*b, "ph", "c:next")) << "the lock is not free after the stall";
 }
 
+// A 100 ms wait of `p` (command_timeout=500ms) for `name` while `stalling` does not answer:
+// it returns within one command timeout (not two), and what its request leaves on the
+// server when the server answers again (a hold nobody owns, a queue entry) is undone.
+void expect_a_wait_during_a_stall_to_overrun_one_timeout(const PrivateServer& stalling, Raw& raw,
+                                                         ILockProvider& p, const std::string& name) {
+  const LockKeys keys("dlock:", name);
+  Stall stall(stalling, 2500ms);
+  const auto start = Clock::now();
+  try {
+    auto got = p.try_lock(name, Wait::for_duration(100ms));
+    EXPECT_FALSE(got) << "granted during the stall";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), ErrorCode::unavailable) << e.what();
+  }
+  const auto took = Clock::now() - start;
+  EXPECT_LT(took, 900ms) << "took "
+                         << std::chrono::duration_cast<std::chrono::milliseconds>(took).count()
+                         << " ms for a 100 ms wait with command_timeout=500ms";
+  stall.over();
+  const auto left = gone_within(raw, keys.hash, 3s);
+  EXPECT_TRUE(left) << "a hold nobody owns stayed after the stall, PTTL "
+                    << raw.integer({"PTTL", keys.hash}) << " ms";
+  if (left) {
+    EXPECT_LT(*left, 1500ms);
+  }
+  EXPECT_EQ(raw.integer({"EXISTS", keys.queue}), 0) << "a queue entry stayed";
+  auto other = dlock::open(stalling.uri());
+  EXPECT_TRUE(other->try_lock(name)) << "the lock is not free after the stall";
+}
+
 TEST_F(RedisHardeningTest, AWaitThatEndsDuringAStallLeavesNothingBehindAndOverrunsOneTimeout) {
   // A caller that waits 100 ms while the server is stalled: its attempt times out once (not
   // twice), it gives up while the server still does not answer (so its abandon cannot run
@@ -419,28 +449,7 @@ TEST_F(RedisHardeningTest, AWaitThatEndsDuringAStallLeavesNothingBehindAndOverru
   mark_dataset(raw, "dlock:");
   auto p = dlock::open(stalling.uri() + "?command_timeout=500ms&connect_timeout=500ms");
   ASSERT_TRUE(p->try_lock("warm-up"));
-  Stall stall(stalling, 2500ms);
-  const auto start = Clock::now();
-  try {
-    auto got = p->try_lock("pw", Wait::for_duration(100ms));
-    EXPECT_FALSE(got) << "granted during the stall";
-  } catch (const Error& e) {
-    EXPECT_EQ(e.code(), ErrorCode::unavailable) << e.what();
-  }
-  const auto took = Clock::now() - start;
-  EXPECT_LT(took, 900ms) << "took "
-                         << std::chrono::duration_cast<std::chrono::milliseconds>(took).count()
-                         << " ms for a 100 ms wait with command_timeout=500ms";
-  stall.over();
-  const auto left = gone_within(raw, lock_key("pw"), 3s);
-  EXPECT_TRUE(left) << "a hold nobody owns stayed after the stall, PTTL "
-                    << raw.integer({"PTTL", lock_key("pw")}) << " ms";
-  if (left) {
-    EXPECT_LT(*left, 1500ms);
-  }
-  EXPECT_EQ(raw.integer({"EXISTS", LockKeys("dlock:", "pw").queue}), 0) << "a queue entry stayed";
-  auto other = dlock::open(stalling.uri());
-  EXPECT_TRUE(other->try_lock("pw")) << "the lock is not free after the stall";
+  expect_a_wait_during_a_stall_to_overrun_one_timeout(stalling, raw, *p, "pw");
 }
 
 TEST_F(RedisHardeningTest, AWaitOnABusyNameThatMeetsAStallOverrunsOneTimeout) {
@@ -457,24 +466,7 @@ TEST_F(RedisHardeningTest, AWaitOnABusyNameThatMeetsAStallOverrunsOneTimeout) {
     ASSERT_TRUE(held);
     EXPECT_FALSE(p->try_lock("pb", Wait::for_duration(50ms))) << "granted while held";
   }  // released: "pb" is a name p found busy
-  Stall stall(stalling, 2500ms);
-  const auto start = Clock::now();
-  try {
-    auto got = p->try_lock("pb", Wait::for_duration(100ms));
-    EXPECT_FALSE(got) << "granted during the stall";
-  } catch (const Error& e) {
-    EXPECT_EQ(e.code(), ErrorCode::unavailable) << e.what();
-  }
-  const auto took = Clock::now() - start;
-  EXPECT_LT(took, 900ms) << "took "
-                         << std::chrono::duration_cast<std::chrono::milliseconds>(took).count()
-                         << " ms for a 100 ms wait with command_timeout=500ms";
-  stall.over();
-  const auto left = gone_within(raw, lock_key("pb"), 3s);
-  EXPECT_TRUE(left) << "a hold nobody owns stayed after the stall";
-  EXPECT_EQ(raw.integer({"EXISTS", LockKeys("dlock:", "pb").queue}), 0) << "a queue entry stayed";
-  auto other = dlock::open(stalling.uri());
-  EXPECT_TRUE(other->try_lock("pb")) << "the lock is not free after the stall";
+  expect_a_wait_during_a_stall_to_overrun_one_timeout(stalling, raw, *p, "pb");
 }
 
 TEST_F(RedisHardeningTest, ALateUndoOfAStalledAttemptNeverTakesTheLockFromTheRetriedAcquire) {
