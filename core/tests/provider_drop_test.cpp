@@ -16,6 +16,7 @@
 
 #include "dlock/dlock.h"
 #include "dlock/spi/backend_provider.h"
+#include "eventually.h"
 
 namespace dlock {
 namespace {
@@ -23,6 +24,7 @@ namespace {
 using namespace std::chrono_literals;
 using Clock = std::chrono::steady_clock;
 using std::chrono::milliseconds;
+using testing::eventually;
 
 int thread_count() {
   int n = 0;
@@ -31,16 +33,6 @@ int thread_count() {
   while (auto* e = ::readdir(d)) n += e->d_name[0] != '.';
   ::closedir(d);
   return n;
-}
-
-template <class P>
-bool eventually(P pred, Clock::duration limit) {
-  auto until = Clock::now() + limit;
-  while (!pred()) {
-    if (Clock::now() >= until) return false;
-    std::this_thread::sleep_for(1ms);
-  }
-  return true;
 }
 
 void spin_until(const std::atomic<bool>& flag) {

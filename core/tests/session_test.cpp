@@ -8,6 +8,7 @@
 
 #include "dlock/dlock.h"
 #include "dlock/spi/backend_provider.h"
+#include "eventually.h"
 #include "scripted_backend.h"
 
 namespace dlock {
@@ -16,16 +17,7 @@ namespace {
 using namespace std::chrono_literals;
 using testing::ScriptedBackend;
 using Clock = std::chrono::steady_clock;
-
-template <class P>
-bool eventually(P pred, Clock::duration limit) {
-  auto until = Clock::now() + limit;
-  while (!pred()) {
-    if (Clock::now() >= until) return false;
-    std::this_thread::sleep_for(1ms);
-  }
-  return true;
-}
+using testing::eventually;
 
 std::shared_ptr<ILockProvider> provider_on(const std::shared_ptr<ScriptedBackend>& b) {
   return spi::make_provider(b, "scripted://");
