@@ -4,6 +4,7 @@
 # guard process, which dlock keeps told of the lease's end, kills the group by then.
 # Usage: stopped_dlock_leaves_no_command.sh DLOCK_BINARY (DLOCK_TEST_REDIS_URI set)
 set -u
+. "$(dirname "$0")/wait_gone.sh"
 dlock=$1
 uri=${DLOCK_TEST_REDIS_URI:-}
 [ -n "$uri" ] || { echo "DLOCK_TEST_REDIS_URI is not set (scripts/servers.sh env)" >&2; exit 1; }
@@ -26,21 +27,9 @@ while [ ! -s "$dir/cmd.pid" ]; do
   sleep 0.05
 done
 cmd=$(cat "$dir/cmd.pid")
-# Running: the process exists and is no zombie (a killed CMD stays one until dlock, its
-# parent, is continued and reaps it).
-running() { case $(ps -o stat= -p "$1" 2>/dev/null) in '' | Z*) return 1 ;; esac; }
 kill -STOP "$pid"
-start=$(date +%s%N)
-i=0
-while running "$cmd"; do
-  i=$((i + 1))
-  if [ $i -ge 120 ]; then
-    echo "CMD still running 6 s after dlock was stopped, with a 1 s lease long gone" >&2
-    exit 1
-  fi
-  sleep 0.05
-done
-ms=$(( ($(date +%s%N) - start) / 1000000 ))
+# (A killed CMD stays a zombie until dlock, its parent, is continued and reaps it.)
+wait_gone "$cmd" 6 "CMD still running 6 s after dlock was stopped, with a 1 s lease long gone"
 # The lease has at most 1 s left when dlock stops; 2.5 s leaves room for a slow machine.
 if [ "$ms" -gt 2500 ]; then
   echo "CMD ran on ${ms} ms after dlock stopped, past its 1 s lease" >&2

@@ -5,6 +5,7 @@
 # group. On file:// the lock is free the moment dlock dies: CMD must be gone at once.
 # Usage: timeout_kill_stops_the_command.sh DLOCK_BINARY (timeout and ps on PATH)
 set -u
+. "$(dirname "$0")/wait_gone.sh"
 dlock=$1
 dir=$(mktemp -d)
 tpid=
@@ -36,19 +37,7 @@ wait "$tpid"
 rc=$?
 tpid=
 [ "$rc" -eq 137 ] || { echo "timeout exited $rc, want 137 (SIGKILL)" >&2; exit 1; }
-# Running: the process exists and is no zombie.
-running() { case $(ps -o stat= -p "$1" 2>/dev/null) in '' | Z*) return 1 ;; esac; }
-start=$(date +%s%N)
-i=0
-while running "$cmd"; do
-  i=$((i + 1))
-  if [ $i -ge 60 ]; then
-    echo "CMD still running 3 s after timeout -s KILL killed dlock: the lock is free, CMD is not stopped" >&2
-    exit 1
-  fi
-  sleep 0.05
-done
-ms=$(( ($(date +%s%N) - start) / 1000000 ))
+wait_gone "$cmd" 3 "CMD still running 3 s after timeout -s KILL killed dlock: the lock is free, CMD is not stopped"
 # The lock is free again, and the next holder runs with nothing of the old CMD beside it.
 "$dlock" run --uri "$uri" --wait 0 job -- sh -c "case \$(ps -o stat= -p $cmd) in '' | Z*) ;; *) exit 9 ;; esac"
 rc=$?

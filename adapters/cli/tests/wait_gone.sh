@@ -1,0 +1,22 @@
+# Sourced by the CLI's test scripts (POSIX sh).
+#
+# running PID: the process exists and is no zombie (a killed CMD stays one until its parent
+# reaps it).
+running() { case $(ps -o stat= -p "$1" 2>/dev/null) in '' | Z*) return 1 ;; esac; }
+#
+# wait_gone PID SECONDS MESSAGE: waits, polling every 50 ms, until PID no longer runs, and
+# sets `ms` to how long that took; exits the script with MESSAGE if it still runs after
+# SECONDS (a whole number).
+wait_gone() {
+  _start=$(date +%s%N)
+  _i=0
+  while running "$1"; do
+    _i=$((_i + 1))
+    if [ "$_i" -ge $(($2 * 20)) ]; then
+      echo "$3" >&2
+      exit 1
+    fi
+    sleep 0.05
+  done
+  ms=$(( ($(date +%s%N) - _start) / 1000000 ))
+}
