@@ -59,9 +59,10 @@ struct StopPlan {
 // plan.lock_end() if that comes sooner); once the command itself has exited after that,
 // whatever is left of its group gets SIGKILL at once. A command found exited when `lost` is
 // already readable or plan.lock_end() has passed counts as stopped by a loss too
-// (plan.on_lost_at_exit; its group gets SIGKILL): dlock cannot tell which came first. While the lock is held it passes
-// plan.lock_end() to plan.report_lock_end, checking it at least every quarter of the time
-// left (at most every 200 ms). Sleeps in poll(); no busy waiting. Never throws.
+// (plan.on_lost_at_exit; its group gets SIGKILL): dlock cannot tell which came first.
+// While the lock is held it passes plan.lock_end() to plan.report_lock_end, checking it at
+// least every quarter of the time left (at most every 200 ms). Sleeps in poll(); no busy
+// waiting. Never throws.
 ChildExit supervise(pid_t pid, SignalFd& signals, const EventFd& lost, const StopPlan& plan);
 
 // A dlock killed with SIGKILL (OOM killer, `timeout -s KILL`, a crash) cannot stop its

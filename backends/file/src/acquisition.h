@@ -8,9 +8,10 @@
 // then calls `wake`; the next attempt hands that lock out. While it waits, each attempt
 // (a fallback poll) checks that the lock file was not replaced, which would leave it
 // waiting on an orphan, and a writer tries main alone, in case its thread is blocked on
-// the gate of another waiting writer that does not run (stopped) while main is free. Destroying it cancels the blocked thread, then unlocks every range
-// of the descriptor (a writer's gate, the queue byte, a grant that raced with the give-up)
-// and closes it; closing alone would not do when a forked child shares the description.
+// the gate of another waiting writer that does not run (stopped) while main is free.
+// Destroying it cancels the blocked thread, then unlocks every range of the descriptor (a
+// writer's gate, the queue byte, a grant that raced with the give-up) and closes it;
+// closing alone would not do when a forked child shares the description.
 #pragma once
 
 #include <chrono>

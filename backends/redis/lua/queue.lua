@@ -8,7 +8,8 @@
 --
 -- Every caller that will wait queues (fair or not). A waiter's member in the queue zset
 -- (score: arrival, server clock in microseconds) and in the deadlines zset (score: heartbeat
--- deadline, server ms) says what to grant it: "<x|s>|<lease ms>|<length of waiter id>|<waiter id><owner key>".
+-- deadline, server ms) says what to grant it:
+-- "<x|s>|<lease ms>|<length of waiter id>|<waiter id><owner key>".
 
 -- A lock's keys besides its holders hash KEYS[1] (README.md, "Key layout"): named after it,
 -- so a request sends one key instead of five (they share its hash tag, so its slot).
