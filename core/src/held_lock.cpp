@@ -2,6 +2,8 @@
 
 #include <algorithm>
 
+#include "lost_signal.h"
+
 namespace dlock::spi {
 namespace {
 using Clock = HeldLock::Clock;
@@ -37,6 +39,6 @@ void HeldLock::set_client_expiry(Clock::time_point t) noexcept {
   client_expiry_.store(t.time_since_epoch().count(), std::memory_order_release);
 }
 
-void HeldLock::mark_lost() noexcept { lost_.request_stop(); }
+void HeldLock::mark_lost() noexcept { detail::fire_lost_signal(lost_); }
 
 }  // namespace dlock::spi

@@ -2,13 +2,23 @@
 
 #include "dlock/error.h"
 #include "hold.h"
+#include "lost_signal.h"
 #include "provider_core.h"
+#include "scheduler.h"
 
 namespace dlock {
 
 namespace detail {
 Hold::~Hold() {
-  callbacks.clear();  // a normal release must not run lost callbacks of a dead Lease
+  retire(std::move(callbacks));  // a normal release must not run lost callbacks of a dead Lease
+  if (firing_lost_signal() && state_->in_taking_process()) {
+    // Dropped in a lost callback, maybe on a backend's own thread: the release goes to the
+    // watchdog's worker, and so does this reference, which may be the provider's last.
+    ProviderCore& core = *state_->core;
+    if (!released_) core.give_up_dropped(*this);
+    core.dispose(std::move(state_));
+    return;
+  }
   if (released_) return;
   try {
     state_->core->release(*this);
@@ -48,6 +58,10 @@ std::uint64_t Lease::fencing_token() const noexcept {
   return hold_ ? hold_->state()->lock->fencing_token() : 0;
 }
 
+std::chrono::milliseconds loss_margin(std::chrono::milliseconds lease) noexcept {
+  return detail::loss_margin(lease);
+}
+
 std::chrono::steady_clock::time_point Lease::expires_at() const noexcept {
   return hold_ ? hold_->state()->lock->expires_at() : std::chrono::steady_clock::time_point::min();
 }
@@ -55,7 +69,7 @@ std::chrono::steady_clock::time_point Lease::expires_at() const noexcept {
 bool Lease::release() {
   if (!hold_) return false;
   bool was_held = hold_->state()->core->release(*hold_);
-  hold_->callbacks.clear();
+  detail::retire(std::move(hold_->callbacks));  // one of them may be running: release() in it
   return was_held;
 }
 

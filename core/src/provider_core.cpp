@@ -2,6 +2,7 @@
 
 #include "dlock/duration.h"
 #include "dlock/error.h"
+#include "lost_signal.h"
 #include "owner.h"
 #include "scheduler.h"
 #include "wait_loop.h"
@@ -176,7 +177,15 @@ bool ProviderCore::release(Hold& hold) {
       st.ended = true;
       lock.unlock();
       if (!release_now) release_now = scheduler_.take_pending_release(st);
-      if (release_now) release_given_up(st);
+      if (release_now) {
+        // In a lost callback (maybe on the backend's own thread, which the release's
+        // answer may need) the worker releases it.
+        if (firing_lost_signal()) {
+          scheduler_.release_dropped(hold.state());
+        } else {
+          release_given_up(st);
+        }
+      }
       return false;
     }
     if (st.holds > 1) {
@@ -286,6 +295,10 @@ void ProviderCore::give_up_dropped(Hold& hold) noexcept {
   // dies with this Hold, and the watchdog keeps no state alive).
   if (given_up_before && !scheduler_.take_pending_release(*st)) return;
   scheduler_.release_dropped(std::move(st));
+}
+
+void ProviderCore::dispose(std::shared_ptr<const void> reference) noexcept {
+  scheduler_.dispose(std::move(reference));
 }
 
 void ProviderCore::release_given_up(HoldState& state) noexcept {

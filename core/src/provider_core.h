@@ -45,6 +45,11 @@ class ProviderCore : public std::enable_shared_from_this<ProviderCore> {
   // that no later acquire of its owner re-enters a lock the unanswered release may have
   // freed on the server; the watchdog releases it again. Never blocks on the backend.
   void give_up_dropped(Hold& hold) noexcept;
+  // Hands `reference` (a HoldState, or this core) to the watchdog's worker, which drops it:
+  // a reference that may be this core's last, held by a thread that must not end the
+  // provider (see lost_signal.h).
+  // `this` may be gone as soon as it returns.
+  void dispose(std::shared_ptr<const void> reference) noexcept;
 
  private:
   using Key = std::pair<std::string, std::string>;  // (name, owner)

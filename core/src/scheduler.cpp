@@ -413,6 +413,23 @@ void Scheduler::release_dropped(std::shared_ptr<HoldState> state) {
   queue_release(*shared_, std::move(state));  // after a renewal of it in flight, if any
 }
 
+void Scheduler::dispose(std::shared_ptr<const void> reference) noexcept {
+  std::function<void()> job;
+  try {
+    job = [r = std::move(reference)] {};
+    // Handed over and notified under the mutex: once it is unlocked the job may run and end
+    // this Scheduler and its Shared (the backend with it), which nothing here may then touch,
+    // nor keep alive (a reference kept here could be the backend's last).
+    Lock lock(shared_->mu);
+    if (!shared_->stop) {
+      shared_->jobs.push_back(std::move(job));
+      shared_->worker_cv.notify_one();
+    }
+  } catch (...) {  // out of memory: the reference dies here, as it would have without us
+  }
+  // A job not handed over (or `reference`) dies here, outside the mutex.
+}
+
 void Scheduler::retry_release(std::shared_ptr<spi::HeldLock> lock) {
   const Clock::time_point end = lock->expires_at();
   const milliseconds first(50);

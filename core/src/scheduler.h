@@ -69,6 +69,9 @@ class Scheduler {
   // answered or the lock's expires_at() comes (it ends on its own then). Nothing is kept
   // past the provider. Never blocks on the backend.
   void retry_release(std::shared_ptr<spi::HeldLock> lock);
+  // Drops `reference` on the worker (one that may be the provider's last, held by a thread
+  // that must not end the provider). `this` may be gone as soon as it returns.
+  void dispose(std::shared_ptr<const void> reference) noexcept;
   // Wakes the timekeeper to re-plan (a backend marked a lock lost).
   void poke() noexcept;
 

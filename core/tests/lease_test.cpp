@@ -25,6 +25,14 @@ class LeaseTest : public ::testing::Test {
   std::shared_ptr<ILockProvider> b = open("mem://" + space);  // another client of the same table
 };
 
+// The margin the lost signal fires before a lease's end, which dlock run also kills CMD by.
+TEST(LossMargin, FivePercentAtLeast50MsAtMostAQuarter) {
+  EXPECT_EQ(loss_margin(10s), 500ms);
+  EXPECT_EQ(loss_margin(1s), 50ms);
+  EXPECT_EQ(loss_margin(400ms), 50ms);
+  EXPECT_EQ(loss_margin(100ms), 25ms);
+}
+
 TEST_F(LeaseTest, ExclusiveBetweenProvidersAndFreedByDestructor) {
   {
     auto l = a->try_lock("x");

@@ -80,13 +80,22 @@ class [[nodiscard]] Lease {
   std::stop_token lost_token() const noexcept;
 
   // Runs `callback` once when the lost signal fires (at once, on this thread, if it has
-  // already fired). The callback runs on dlock's thread: keep it short, never block on dlock
-  // from it. An exception it throws is caught and dropped (the other callbacks still run).
+  // already fired). The callback runs on the thread that noticed the loss (dlock's, or a
+  // backend's own): keep it short. It may release or drop this Lease (or any other): the
+  // server is then told in the background, and the provider may be dropped already. Never
+  // block on dlock from it otherwise (an acquire, another held Lease's release()). An
+  // exception it throws is caught and dropped (the other callbacks still run).
   // It is unregistered when this Lease is destroyed or released.
   void on_lost(std::function<void()> callback);
 
  private:
   std::unique_ptr<detail::Hold> hold_;
 };
+
+// How long before a lease of length `lease` runs out the core fires its lost signal (see
+// Lease::lost_token): 5% of it, at least 50 ms, at most a quarter of it. It covers a late
+// wake-up on a loaded machine; what must be over before someone else can be granted the lock
+// (a command working under it, killed) is due that long before the lease's end too.
+std::chrono::milliseconds loss_margin(std::chrono::milliseconds lease) noexcept;
 
 }  // namespace dlock
