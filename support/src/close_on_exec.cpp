@@ -48,6 +48,13 @@ std::vector<int> inheritable_descriptors() {
   return fds;
 }
 
+std::vector<int> open_descriptors() {
+  std::vector<int> fds;
+  each_descriptor([&](int fd) { fds.push_back(fd); });
+  std::sort(fds.begin(), fds.end());
+  return fds;
+}
+
 void close_new_descriptors_on_exec(const std::vector<int>& before) noexcept {
   try {
     for (int fd : inheritable_descriptors()) {

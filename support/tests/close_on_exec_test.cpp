@@ -53,6 +53,19 @@ TEST(CloseOnExec, ALibrarysDescriptorInAStdioSlotIsMarkedToo) {
   }
 }
 
+TEST(CloseOnExec, OpenDescriptorsListsCloseOnExecOnesToo) {
+  int fds[2];
+  ASSERT_EQ(::pipe2(fds, O_CLOEXEC), 0);
+  const std::vector<int> open = open_descriptors();
+  EXPECT_TRUE(listed(open, fds[0]));
+  EXPECT_TRUE(listed(open, fds[1]));
+  EXPECT_TRUE(std::is_sorted(open.begin(), open.end()));
+  EXPECT_FALSE(listed(inheritable_descriptors(), fds[0]));
+  ::close(fds[0]);
+  ::close(fds[1]);
+  EXPECT_FALSE(listed(open_descriptors(), fds[0]));
+}
+
 TEST(CloseOnExec, AClosedDescriptorIsAFalseNotACrash) {
   int fds[2];
   ASSERT_EQ(::pipe(fds), 0);

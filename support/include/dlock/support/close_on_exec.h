@@ -22,6 +22,10 @@ bool set_close_on_exec(int fd) noexcept;
 // with stdio closed: those are marked like any other.)
 std::vector<int> inheritable_descriptors();
 
+// Every descriptor open now, close-on-exec or not, stdio included, sorted; empty when
+// /proc/self/fd cannot be read.
+std::vector<int> open_descriptors();
+
 // Marks close-on-exec every inheritable descriptor open now that is not in `before` (taken
 // with inheritable_descriptors() before a library call that opens descriptors). One opened
 // meanwhile by another thread is marked too: harmless, it only stays out of an exec. Never
