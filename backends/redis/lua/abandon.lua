@@ -6,6 +6,8 @@
 -- KEYS[2] data-loss marker (read only when others wait)
 -- ARGV[1] waiter id   ARGV[2] owner key   ARGV[3] x|s   ARGV[4] lease ms   ARGV[5] heartbeat ms
 -- ARGV[6] pause after data loss, ms   ARGV[7] the server's run_id as the client read it
+-- ARGV[8] ms to keep the waiter's gone mark (its silent first attempt may still be on its
+--   way: see acquire.lua), 0 for none
 --
 -- Returns 1 if something was removed, 0 otherwise.
 local hash = KEYS[1]
@@ -23,6 +25,8 @@ end
 local removed = redis.call('ZREM', queue, member_of(mode, lease, waiter, owner))
 redis.call('DEL', grant_list(hash, waiter))
 redis.call('ZREM', deadlines, member_of(mode, lease, waiter, owner))
+-- The waiter's gone mark (README: "Key layout"; acquire.lua reads it).
+if ARGV[8] ~= '0' then redis.call('SET', hash .. ':a:' .. waiter, '1', 'PX', ARGV[8]) end
 
 -- An owner key belongs to one acquisition (the core makes a new one for each, also for the
 -- retries of one call), so a hold of this owner here is a grant this waiter did not live to

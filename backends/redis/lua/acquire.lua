@@ -21,8 +21,8 @@ local heartbeat, silent = tonumber(ARGV[6]), ARGV[10] == '1'
 
 -- Every grant returns through here. A caller that reads no reply gets its grant as the queue
 -- hands one over: through its grant list, with the pick-up lease only (its pick-up, right
--- behind, makes it full). Its attempt may have arrived after it gave up and abandoned: a
--- grant to a caller that is gone lapses within the pick-up lease.
+-- behind, makes it full). An attempt that arrives after its caller gave up grants nothing
+-- (see quiet_ms below).
 local function granted(token)
   if silent then
     local pickup = math.min(lease, math.max(math.floor(heartbeat / 2), 1))
@@ -43,12 +43,29 @@ local refresh = ARGV[7] == '1'
 -- The data-loss guard, read once and only by the paths that may grant (or renew a hold the
 -- server may have restored from an old snapshot).
 -- The marker and the fencing counter are read together: every path that may grant needs both.
+-- A silent attempt reads its caller's gone mark with them (no command more): the server
+-- orders requests per connection only, so the attempt may run after the abandon its caller
+-- sent on another connection when it gave up, and the pick-up behind it would make a grant
+-- to a caller that is gone a full lease. Such an attempt grants nothing (as if paused: it
+-- returns before any write). Under a writer it only queues, without reading the mark: a
+-- queued caller that is gone is handed the lock for the pick-up lease at most.
 local quiet = nil
 local function quiet_ms()
   if not quiet then
-    local read = redis.call('MGET', KEYS[2], counter)
+    local read
+    if silent then
+      -- The gone mark's name, written out here and in abandon.lua (README: "Key layout"):
+      -- a helper in queue.lua would cost every script run its closure.
+      read = redis.call('MGET', KEYS[2], counter, hash .. ':a:' .. waiter)
+    else
+      read = redis.call('MGET', KEYS[2], counter)
+    end
     last_token(counter, read[2])  -- a counter that holds no token is refused before any write
-    quiet = quiet_left(KEYS[2], read[1], ARGV[8], ARGV[9])
+    if silent and read[3] then
+      quiet = 1
+    else
+      quiet = quiet_left(KEYS[2], read[1], ARGV[8], ARGV[9])
+    end
   end
   return quiet
 end

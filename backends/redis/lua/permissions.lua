@@ -15,12 +15,14 @@ if not redis.acl_check_cmd then return {} end
 local hash, readers, counter, queue, deadlines, latch, marker, sha =
   ARGV[1], ARGV[2], ARGV[3], ARGV[4], ARGV[5], ARGV[6], ARGV[7], ARGV[8]
 local grants = hash .. ':g:' .. 'w'  -- a waiter's grant list
+local gone = hash .. ':a:' .. 'w'  -- a waiter's gone mark
 
 local checks = {
   {'evalsha', sha, '2', hash, marker}, {'time'},
   {'rpush', grants, 't'}, {'blpop', grants, '1'}, {'del', grants},
   {'pexpire', grants, '1'},
-  {'get', marker}, {'set', marker, 'v'}, {'mget', marker, counter},
+  {'get', marker}, {'set', marker, 'v'}, {'mget', marker, counter}, {'mget', marker, counter, gone},
+  {'set', gone, '1', 'PX', '1'},
   {'get', counter}, {'set', counter, '1', 'PX', '1'},
   {'get', latch}, {'set', latch, '1', 'PX', '1'},
   {'exists', hash, queue}, {'del', hash, readers},

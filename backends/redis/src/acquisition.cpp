@@ -23,11 +23,12 @@ RedisAcquisition::~RedisAcquisition() {
   // A caller that waits may have a queue entry or a grant it did not take; any caller may
   // have a grant made by a request whose reply was lost (it may even run later: the server
   // stalled). Either is undone, owner-checked: nobody else holds this owner key.
-  if (lost_ || (req_.will_wait && tried_)) backend_.abandon(req_, lost_);
+  if (lost_ || (req_.will_wait && tried_)) backend_.abandon(req_, lost_, silent_pending_);
 }
 
 void RedisAcquisition::stop_wait() noexcept {
   if (!wait_) return;
+  if (wait_->answered()) silent_pending_ = false;
   if (auto idle = wait_->take_idle_connection()) backend_.keep_wait_connection(std::move(idle));
   wait_.reset();  // a connection still in its BLPOP is closed, which ends the BLPOP
 }
@@ -81,7 +82,7 @@ std::exception_ptr RedisAcquisition::start_wait(bool with_attempt) noexcept {
     // after a connection that could not be opened has nothing to undo, and must not wait on
     // the server that did not answer it.)
     tried_ = true;
-    if (with_attempt) queued_ = true;
+    if (with_attempt) queued_ = silent_pending_ = true;
     wait_ = std::make_unique<GrantWait>(std::move(conn), *backend_.scripts_, k.hash, k.grants(req_.waiter_id),
                                         req_.owner_key, req_.lease, o.fair_heartbeat, attempt);
     return nullptr;

@@ -58,6 +58,9 @@ class RedisAcquisition final : public spi::Acquisition {
   bool queued_ = false;   // an attempt answered Busy to a caller that waits
   bool granted_ = false;  // an attempt returned a grant: the core owns it now
   bool lost_ = false;     // an attempt's request may have reached the server, its reply lost
+  // The silent first attempt was sent and nothing answered on its connection yet: it may
+  // still reach the server after this acquisition's abandon (RedisBackend::abandon).
+  bool silent_pending_ = false;
 };
 
 }  // namespace dlock::redis

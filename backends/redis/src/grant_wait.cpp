@@ -79,6 +79,7 @@ GrantWait::State GrantWait::read_replies() noexcept {
     if (redisGetReplyFromReader(ctx, &raw) != REDIS_OK) return State::failed;
     if (raw == nullptr) return State::waiting;  // more to come
     Reply r = take_reply(raw);
+    answered_ = true;
     if (replies_++ == 0) {
       // BLPOP: [list, token], or nil after its timeout.
       if (r->type == REDIS_REPLY_ARRAY && r->elements == 2) {

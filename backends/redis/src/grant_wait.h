@@ -54,6 +54,9 @@ class GrantWait {
   // The connection, once a grant was read: both requests answered, so it is idle and can
   // serve the next wait. Null otherwise.
   std::unique_ptr<Connection> take_idle_connection() noexcept;
+  // Whether any reply was read: the server then ran what `before` queued (one connection's
+  // requests run in order).
+  bool answered() const noexcept { return answered_; }
 
  private:
   void send();
@@ -67,6 +70,7 @@ class GrantWait {
   int replies_ = 0;                      // of the two in flight
   std::optional<std::uint64_t> popped_;  // the BLPOP's token
   bool granted_ = false;
+  bool answered_ = false;
 };
 
 }  // namespace dlock::redis

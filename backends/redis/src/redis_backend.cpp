@@ -63,6 +63,13 @@ RedisHeldLock::RedisHeldLock(std::string name, LockMode mode, std::string owner_
     : HeldLock(std::move(name), mode, std::move(owner_key), token, server_expiry),
       release_id_(random_id()) {}
 
+void RedisHeldLock::note_unanswered_renewal(milliseconds lease) noexcept {
+  std::int64_t seen = unanswered_renewal_ms_.load();
+  while (seen < lease.count() &&
+         !unanswered_renewal_ms_.compare_exchange_weak(seen, lease.count())) {
+  }
+}
+
 RedisBackend::RedisBackend(RedisOptions options) : options_(std::move(options)), pool_(options_) {
   caps_.reentrant = true;
   caps_.read_write = true;
@@ -194,28 +201,48 @@ void RedisBackend::note_busy(std::string_view name) {
   }
 }
 
-void RedisBackend::abandon(const spi::AttemptRequest& req, bool lost) noexcept {
+void RedisBackend::abandon(const spi::AttemptRequest& req, bool lost,
+                           bool silent_pending) noexcept {
   // A request whose reply was lost may still wait in the server (stalled: DEBUG SLEEP, a slow
   // script of another client, a VM pause) and run when it answers again, after an abandon
   // sent now on another connection. The clean-up thread orders them (clean_up_loop).
-  if (lost) return hand_over(req);
+  if (lost) return hand_over(req, silent_pending);
   try {
     with_retry([&](Connection& conn) {
-      return run_abandon(conn, req.name, req.waiter_id, req.owner_key, req.mode, req.lease);
+      return run_abandon(conn, req.name, req.waiter_id, req.owner_key, req.mode, req.lease,
+                         silent_pending);
     });
   } catch (const Error& e) {
     // The server did not answer (or closed twice): the clean-up thread tries again. Other
     // refusals are left to the heartbeat deadline (the entry) and the lease (a stray grant).
-    if (e.code() == ErrorCode::unavailable) hand_over(req);
+    if (e.code() == ErrorCode::unavailable) hand_over(req, silent_pending);
   } catch (...) {
   }
 }
 
-void RedisBackend::hand_over(const spi::AttemptRequest& req) noexcept {
+void RedisBackend::hand_over(const spi::AttemptRequest& req, bool silent_pending) noexcept {
   try {
     const auto now = Clock::now();
-    Undo u{std::string(req.name), std::string(req.owner_key), std::string(req.waiter_id), req.mode, req.lease,
-           now, now + req.lease};
+    queue_undo(Undo{std::string(req.name), std::string(req.owner_key), std::string(req.waiter_id),
+                    {}, req.mode, req.lease, silent_pending, now, now + req.lease});
+  } catch (...) {
+    // No memory: the lease ends a stray grant, the heartbeat a queue entry.
+  }
+}
+
+void RedisBackend::hand_over_release(const RedisHeldLock& held) noexcept {
+  try {
+    const auto now = Clock::now();
+    const milliseconds lease = held.unanswered_renewal();
+    queue_undo(Undo{held.name(), held.owner_key(), {}, held.release_id(), held.mode(), lease,
+                    false, now, now + lease});
+  } catch (...) {
+    // No memory: the lease a late renewal set ends the hold.
+  }
+}
+
+void RedisBackend::queue_undo(Undo u) noexcept {
+  try {
     std::lock_guard lock(undo_mu_);
     if (stopping_) return;
     undos_.push_back(std::move(u));
@@ -238,20 +265,28 @@ void RedisBackend::barrier_abandon(const Undo& u) {
   const std::string_view ping[] = {"PING"};
   Reply p = conn->command(ping);
   if (p->type == REDIS_REPLY_ERROR) conn->fail("ping", p.get());
-  Reply r = run_abandon(*conn, u.name, u.waiter_id, u.owner_key, u.mode, u.lease);
-  if (r->type != REDIS_REPLY_INTEGER) conn->fail("abandon script", r.get());
+  Reply r = u.release_id.empty() ? run_abandon(*conn, u.name, u.waiter_id, u.owner_key, u.mode,
+                                               u.lease, u.silent_pending)
+                                 : run_release(*conn, u.name, u.owner_key, u.release_id);
+  if (r->type != REDIS_REPLY_INTEGER) conn->fail("clean-up script", r.get());
 }
 
 Reply RedisBackend::run_abandon(Connection& conn, std::string_view name, std::string_view waiter_id,
-                                std::string_view owner_key, LockMode mode, milliseconds lease) {
+                                std::string_view owner_key, LockMode mode, milliseconds lease,
+                                bool silent_pending) {
   const std::string hash = lock_key(options_.prefix, name);
   const std::string lease_text = ms_text(lease);
   const std::string heartbeat = ms_text(options_.fair_heartbeat);
+  const std::string mark_ttl = silent_pending ? latch_ttl() : "0";
   const std::string_view keys[] = {hash, marker_};
   const std::string_view args[] = {waiter_id,  owner_key,  mode == LockMode::shared ? "s" : "x",
                                    lease_text, heartbeat,  grace_text_,
-                                   conn.run_id};
+                                   conn.run_id, mark_ttl};
   return scripts_->run(conn, Script::abandon, keys, args);
+}
+
+std::string RedisBackend::latch_ttl() const {
+  return ms_text(std::max(milliseconds(10000), options_.command_timeout * 4));
 }
 
 // Runs each handed-over abandon until it gets through. It gives up one lease after it was
@@ -304,23 +339,34 @@ bool RedisBackend::release(spi::HeldLock& lock) {
   auto& held = static_cast<RedisHeldLock&>(lock);
   // Past our (early, see lease_end) estimate of its end, the hold is not ours to count on,
   // and freeing it now would hand the lock on before the lease the server promised ran out:
-  // let the server expire it.
-  if (held.server_expiry() <= Clock::now()) return false;
-  const std::string hash = lock_key(options_.prefix, held.name());
-  const std::string latch_ttl =
-      ms_text(std::max(milliseconds(10000), options_.command_timeout * 4));
-  const std::string_view keys[] = {hash, marker_};
-  const std::string heartbeat = ms_text(options_.fair_heartbeat);
-  // The script names this request's latch after the hash (LockKeys::latch).
-  std::string_view args[] = {held.owner_key(), held.release_id(), latch_ttl, heartbeat, grace_text_, ""};
+  // let the server expire it. Unless a renewal of it was never answered: a server that
+  // stalled may run it between our estimate and its own end, and renew for a full lease a
+  // hold nobody holds any more. Released after that renewal (by the clean-up thread, behind
+  // a PING: see barrier_abandon), owner-checked: the owner key is this acquisition's alone.
+  if (held.server_expiry() <= Clock::now()) {
+    if (held.unanswered_renewal() > milliseconds(0)) hand_over_release(held);
+    return false;
+  }
   // A retry after a lost reply asks again with the same latch, which answers for the first
   // request instead of releasing twice.
   return with_retry([&](Connection& conn) {
-    args[5] = conn.run_id;  // of the server this connection reached (a hand-over's data-loss guard)
-    Reply r = scripts_->run(conn, Script::release, keys, args);
+    Reply r = run_release(conn, held.name(), held.owner_key(), held.release_id());
     if (r->type != REDIS_REPLY_INTEGER) conn.fail("release script", r.get());
     return r->integer == 1;
   });
+}
+
+Reply RedisBackend::run_release(Connection& conn, std::string_view name, std::string_view owner_key,
+                                std::string_view release_id) {
+  const std::string hash = lock_key(options_.prefix, name);
+  const std::string latch = latch_ttl();
+  const std::string heartbeat = ms_text(options_.fair_heartbeat);
+  const std::string_view keys[] = {hash, marker_};
+  // The script names this request's latch after the hash (LockKeys::latch). run_id: of the
+  // server this connection reached (a hand-over's data-loss guard).
+  const std::string_view args[] = {owner_key,   release_id, latch,
+                                   heartbeat, grace_text_, conn.run_id};
+  return scripts_->run(conn, Script::release, keys, args);
 }
 
 void RedisBackend::extend_many(std::span<spi::HeldLock* const> locks, milliseconds lease,
@@ -364,10 +410,12 @@ void RedisBackend::extend_many(std::span<spi::HeldLock* const> locks, millisecon
                             : std::chrono::floor<milliseconds>(earliest - Clock::now());
       if (left <= milliseconds(0)) return;  // all stay `failed`
       auto conn = attempt == 0 ? pool_.take(earliest) : pool_.take_fresh(earliest);
+      bool sending = false;
       try {
         if (left < options_.command_timeout && !conn->set_timeout(left)) continue;
         sent = Clock::now();
         replies.clear();
+        sending = true;
         for (auto& c : chunks) scripts_->append(*conn, Script::extend, c.keys, c.args);
         for (std::size_t i = 0; i < chunks.size(); ++i) replies.push_back(conn->read_reply());
         for (std::size_t i = 0; i < chunks.size(); ++i) {
@@ -380,6 +428,11 @@ void RedisBackend::extend_many(std::span<spi::HeldLock* const> locks, millisecon
         if (left < options_.command_timeout) conn->set_timeout(options_.command_timeout);
         break;
       } catch (const Error&) {
+        // Requests may have left without their replies being read (a stalled server): the
+        // server may run them late, even after the core gave a hold up (see release()).
+        if (sending && conn->broken()) {
+          for (auto* l : locks) static_cast<RedisHeldLock*>(l)->note_unanswered_renewal(lease);
+        }
         // Once more on a fresh connection, if there is time for a connect and a reply.
         if (attempt >= 1 || !conn->broken()) throw;
       }

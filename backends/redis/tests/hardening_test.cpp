@@ -529,6 +529,45 @@ TEST_F(RedisHardeningTest, ADroppedLeaseWhoseReleaseFailedDuringAPauseIsFreedSoo
   EXPECT_TRUE(other->try_lock("rp")) << "the lock is not free after the pause";
 }
 
+TEST_F(RedisHardeningTest, ARenewalThatRunsAfterTheHolderGaveUpLeavesNoHoldBehind) {
+  // A renewal waits at most until the client's estimate of the lease's end, which is early
+  // (taken before the acquire left, less the drift allowance). A server that wakes between
+  // that estimate and its own end still runs the renewal: the hold is renewed for a full
+  // lease after the core gave it up (lost signal fired, background release skipped past the
+  // estimate). Nobody holds it then; it must not block the lock for that lease.
+  PrivateServer stalling({"--enable-debug-command", "local"});
+  ASSERT_TRUE(stalling.running());
+  Raw raw(stalling.uri());
+  mark_dataset(raw, "dlock:");
+  auto p = dlock::open(stalling.uri() + "?lease=1500ms&fair_heartbeat=500ms");
+  Raw sleeper(stalling.uri() + "?command_timeout=60s");
+  std::optional<Lease> held;
+  Clock::time_point sent;
+  {
+    // The acquire waits ~450 ms in the server: its lease ends that much after the estimate
+    // (sent + 1483 ms), at about sent + 1950 ms.
+    Stall first(stalling, 500ms, 0ms);
+    sent = Clock::now();
+    held = p->try_lock("rn");
+  }
+  ASSERT_TRUE(held);
+  // The watchdog renews at about sent + 950 ms; the server sleeps from sent + 850 ms to
+  // sent + 1700 ms: the renewal's wait is cut at the estimate, the server runs it after.
+  std::thread second([&] {
+    std::this_thread::sleep_until(sent + 850ms);
+    sleeper.cmd({"DEBUG", "SLEEP", "0.85"});
+  });
+  second.join();
+  EXPECT_FALSE(held->held()) << "the holder was not told it lost the lock";
+  const auto left = gone_within(raw, lock_key("rn"), 3s);
+  EXPECT_TRUE(left) << "the lock stayed held by nobody";
+  if (left) {
+    EXPECT_LT(*left, 400ms) << "the given-up hold stayed " << left->count()
+                            << " ms after the server woke (a late renewal re-armed it)";
+  }
+  EXPECT_TRUE(dlock::open(stalling.uri())->try_lock("rn")) << "the lock is not free";
+}
+
 // --- 7. fencing counters expire, tokens keep increasing --------------------------------------
 
 TEST_F(RedisHardeningTest, CountersExpireAndTokensKeepIncreasing) {

@@ -7,7 +7,9 @@
 #include <thread>
 
 #include "dlock/dlock.h"
+#include "grant_wait.h"
 #include "keys.h"
+#include "scripts.h"
 #include "test_server.h"
 
 namespace dlock::redis::test {
@@ -121,6 +123,60 @@ TEST_F(RedisWaitPathTest, DeadWaitersLeaveTheQueueDuringALongHold) {
   }
   EXPECT_EQ(raw_->integer({"ZCARD", keys("acc").queue}), 1) << "dead waiters piled up";
   EXPECT_TRUE(backend_->release(*h));
+}
+
+// 5. A waiter's silent first attempt (queued behind CLIENT REPLY SKIP on its own connection,
+// BLPOP and pick-up behind it) may reach the server after the abandon the waiter sent on
+// another connection when it gave up: the server does not order requests across
+// connections, even on loopback (a churn run showed the abandon run 230 µs before the
+// attempt, which then granted a reader lease nobody held, made full by the pick-up). An
+// attempt that arrives after its abandon grants nothing.
+TEST_F(RedisWaitPathTest, ASilentAttemptThatArrivesAfterItsAbandonGrantsNothing) {
+  const LockKeys k = keys("late");
+  auto h = Acquire(*backend_, Req{"late", "c1:h"}).try_get();
+  ASSERT_TRUE(h);
+  {
+    Acquire first(*backend_, {"late", "c1:first", LockMode::shared, 10s, false, true, "first"});
+    EXPECT_FALSE(first.try_get());
+  }  // "late" is now a name this backend found busy: the next wait starts silent
+  const Req r{"late", "c1:w", LockMode::shared, 10s, false, true, "w"};
+  const spi::AttemptRequest view = r.get();
+  {
+    Acquire w(*backend_, r);
+    EXPECT_FALSE(w.try_get());
+    for (int i = 0; i < 200 && raw_->integer({"ZCARD", k.queue}) == 0; ++i) {
+      std::this_thread::sleep_for(5ms);
+    }
+    ASSERT_EQ(raw_->integer({"ZCARD", k.queue}), 1) << "the silent attempt did not queue";
+  }  // gives up: the abandon removes its entry
+  EXPECT_TRUE(backend_->release(*h));  // the lock is free, nobody waits
+  // The same requests once more, as a network that held them back would deliver them after
+  // the abandon (the waiter's wait connection closed, so nothing reads the answer).
+  auto c = Connection::open(backend_->options());
+  c->command(std::initializer_list<std::string_view>{"CLIENT", "SETNAME", "late-attempt"});
+  Scripts scripts(*c);
+  GrantWait late(std::move(c), scripts, k.hash, k.grants(r.waiter), r.owner, r.lease, 400ms,
+                 [&](Connection& conn) { backend_->append_silent_acquire(conn, view, k); });
+  // It has run once its BLPOP blocks (nothing granted) or it answers (granted).
+  auto late_blpop_blocks = [&] {
+    const auto clients = raw_->string({"CLIENT", "LIST"});
+    const std::size_t at = clients ? clients->find("name=late-attempt") : std::string::npos;
+    if (at == std::string::npos) return false;
+    const std::string line = clients->substr(at, clients->find('\n', at) - at);
+    return line.find("cmd=blpop") != std::string::npos;
+  };
+  bool granted = false, blocked = false;
+  for (int i = 0; i < 400 && !granted && !blocked; ++i) {
+    std::this_thread::sleep_for(5ms);
+    granted = late.poll().state == GrantWait::State::granted;
+    blocked = late_blpop_blocks();
+  }
+  ASSERT_TRUE(granted || blocked) << "the late attempt never ran";
+  EXPECT_FALSE(granted) << "the departed waiter was granted the lock, for "
+                        << raw_->integer({"PTTL", k.hash}) << " ms";
+  EXPECT_EQ(raw_->integer({"HEXISTS", k.hash, r.owner}), 0) << "a hold nobody owns";
+  EXPECT_EQ(raw_->integer({"EXISTS", k.queue}), 0) << "a queue entry nobody refreshes";
+  EXPECT_TRUE(Acquire(*backend_, Req{"late", "c1:next"}).try_get()) << "the lock is not free";
 }
 
 // 2. No lost wake-ups: two contenders hand the lock back and forth; the lock never sits
