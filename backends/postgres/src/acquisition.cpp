@@ -15,13 +15,42 @@ using std::chrono::milliseconds;
 bool is_error(const PGresult* r) { return PQresultStatus(r) != PGRES_TUPLES_OK; }
 
 // A wait that the server ends by itself within this is given up by reading its answer, not
-// by a cancel request: a cancel is a new connection, which the postmaster forks a process
-// for (15–20 ms on an idle loopback, hundreds under load), and while it is on its way the
-// FIFO queue may grant the lock to the leaving waiter. Covers lock_timeout's rounding up
+// by a cancel: a cancel costs at least a round trip on another session (a new connection,
+// which the postmaster forks a process for, when none is free: 15–20 ms on an idle
+// loopback, hundreds under load), and while it is on its way the FIFO queue may grant the
+// lock to the leaving waiter. Covers lock_timeout's rounding up
 // to whole milliseconds and a core that wakes a little before the server's timer fires.
 constexpr auto kOutwait = milliseconds(5);
 // lock_timeout is an int of milliseconds.
 constexpr auto kMaxLockTimeout = milliseconds(0x7fffffff);
+
+// What a pg_cancel_backend sent on another session did.
+enum class Cancelled {
+  yes,          // the server signalled the waiter's process while it waited for a lock
+  not_waiting,  // it was not waiting for a lock (yet, or any more): nothing was signalled
+  failed,       // no answer by the deadline, an error, or not a backend of this user
+};
+
+// Asks the server, on `h` (another session of the pool, locked by the caller), to cancel
+// the statement of server process `pid` if it is waiting for a lock: one round trip on a
+// backend that exists, no connection for the postmaster to fork, and the server signals
+// the process directly. Only a lock wait is signalled: PostgreSQL drops a cancel that
+// reaches a backend between statements, so one sent before the wait statement has started
+// would be lost, and the wait would then run on. A statement unanswered at the deadline
+// stays in flight (it changes no lock: the next user of the session drains it, or the
+// monitor reads it).
+Cancelled cancel_if_waiting(PgConn& h, int pid, PgConn::Clock::time_point deadline) noexcept {
+  try {
+    h.send_prepared(stmt::cancel, pid, nullptr, "cancel a wait", deadline);
+    ResultPtr r = h.wait_result(deadline, "cancel a wait");
+    if (is_error(r.get())) return Cancelled::failed;
+    if (PQntuples(r.get()) == 0) return Cancelled::not_waiting;
+    // f: not, or no longer, a backend of this user.
+    return parse_unlock_row(r.get()) ? Cancelled::yes : Cancelled::failed;
+  } catch (const Error&) {
+    return Cancelled::failed;
+  }
+}
 
 }  // namespace
 
@@ -222,7 +251,9 @@ spi::Attempt PgAcquisition::attempt() {
   }
   spi::Attempt a = try_once();
   if (std::holds_alternative<std::shared_ptr<spi::HeldLock>>(a) || !request_.will_wait) return a;
-  waiter_ = pool_->for_wait();
+  // The lock is busy, so the caller will wait anyway: a new connection for the wait (if the
+  // pool had one idle session only) costs no grant, and keeps that session for a cancel.
+  waiter_ = pool_->for_wait(/*keep_spare=*/true);
   pool_full_ = waiter_ == nullptr;
   if (pool_full_) return a;  // no session to wait on: the core polls (fallback_poll)
   start_wait(std::chrono::microseconds(0));
@@ -364,22 +395,26 @@ std::chrono::milliseconds PgAcquisition::fallback_poll() const noexcept {
 
 void PgAcquisition::abandon() noexcept {
   if (!waiter_) return;
+  const auto& o = backend_.options();
+  // At the deadline (the usual give-up) the server ends the wait by itself: its last chunk's
+  // lock_timeout runs out then, so reading the answer costs no cancel.
+  const bool ends_by_itself = wait_ends_ != Clock::time_point::max() && wait_ends_ - Clock::now() <= kOutwait;
+  // Earlier (a cancellation, an error) the wait is cancelled, on an idle session of the pool
+  // if there is one, borrowed before the waiter's session is locked (the pool's mutex is
+  // never taken under a session's).
+  std::shared_ptr<Session> helper = ends_by_itself ? nullptr : pool_->for_cancel();
   {
     SessionUse use(*waiter_);
     PgConn* c = waiter_->conn();
     if (c != nullptr && waiter_->wait_state == WaitState::in_flight) {
-      // At the deadline (the usual give-up) the server ends the wait by itself: its last
-      // chunk's lock_timeout runs out then, so reading the answer costs no cancel. Earlier
-      // (a cancellation, an error) a cancel request ends it. One command_timeout (after the
-      // wait's own end) for the cancel and the answer together. A server that takes neither
-      // by then loses the session: closing it frees on the server whatever the wait may yet
-      // be granted, and no late cancel can hit a statement of a reused one.
+      // One command_timeout (after the wait's own end) for the cancel and the answer
+      // together. A server that takes neither by then loses the session: closing it frees on
+      // the server whatever the wait may yet be granted, and no late cancel can hit a
+      // statement of a reused one.
       const auto now = Clock::now();
-      const bool ends_by_itself = wait_ends_ != Clock::time_point::max() && wait_ends_ - now <= kOutwait;
-      const auto deadline =
-          (ends_by_itself ? std::max(now, wait_ends_) : now) + backend_.options().command_timeout;
+      const auto deadline = (ends_by_itself ? std::max(now, wait_ends_) : now) + o.command_timeout;
       try {
-        if (!ends_by_itself && !c->cancel(deadline)) {
+        if (!ends_by_itself && !cancel_wait(*c, helper.get(), deadline)) {
           throw Error(ErrorCode::unavailable, "cancel a wait: not taken");
         }
         waiter_->wait_result = c->wait_result(deadline, "end a wait");
@@ -401,9 +436,47 @@ void PgAcquisition::abandon() noexcept {
     waiter_->wait_result.reset();
     waiter_->wake = nullptr;
   }
+  if (helper) {
+    pool_->done_using(*helper);
+    if (helper->dead.load()) pool_->forget(helper);
+  }
   pool_->wait_ended(waiter_);
   if (waiter_->dead.load()) pool_->forget(waiter_);
   waiter_.reset();
+}
+
+bool PgAcquisition::cancel_wait(PgConn& c, Session* helper, Clock::time_point deadline) noexcept {
+  // A wait that has ended (answered, or its connection lost) needs no cancel, and a lost
+  // connection's server process id may no longer be the waiter's.
+  auto ended = [&c] { return !c.poll_input() || c.result_ready(); };
+  if (ended()) return c.ok();
+  if (helper != nullptr) {
+    SessionUse use(*helper, std::try_to_lock);  // never waits for a session in use
+    PgConn* h = use.owns() ? helper->conn() : nullptr;
+    // A statement left in flight there would have to be drained first: not this one.
+    if (h != nullptr && !h->in_flight()) {
+      // The wait statement was sent, but may not have reached its lock wait yet: ask again,
+      // each time after the waiter's socket stayed silent for up to 1 ms, until it waits or
+      // answers (a grant, or an error).
+      while (true) {
+        const Cancelled done = cancel_if_waiting(*h, c.backend_pid(), deadline);
+        if (done == Cancelled::yes) return true;
+        if (!h->ok()) {
+          helper->close_locked();  // the caller forgets it
+          break;
+        }
+        if (done == Cancelled::failed) break;
+        if (Clock::now() >= deadline) return false;
+        pollfd p{c.socket(), POLLIN, 0};
+        const timespec ms{0, 1'000'000};
+        (void)::ppoll(&p, 1, &ms, nullptr);
+        if (ended()) return c.ok();
+      }
+    }
+  }
+  // No idle session, or it could not carry the cancel: libpq's cancel request (a new
+  // connection), with whatever time is left.
+  return Clock::now() < deadline && c.cancel(deadline);
 }
 
 }  // namespace dlock::postgres

@@ -29,10 +29,11 @@ class PgAcquisition : public spi::Acquisition {
  public:
   PgAcquisition(PgBackend& backend, const spi::AttemptRequest& request, std::function<void()> wake);
   // Abandons a wait: at its deadline, reads the wait's answer (the server ends it then);
-  // earlier (cancellation), cancels it. Then undoes a grant that raced with the give-up and
-  // returns the session to the pool (or closes it when in doubt). Blocks about a round trip
-  // (a cancel: a connection's setup more); against a server that stops answering, at most
-  // command_timeout (then the session is closed).
+  // earlier (cancellation), cancels it (pg_cancel_backend on an idle session of the pool;
+  // libpq's cancel request, a new connection, when none is idle). Then undoes a grant that
+  // raced with the give-up and returns the session to the pool (or closes it when in doubt).
+  // Blocks about two round trips (a cancel request: a connection's setup more); against a
+  // server that stops answering, at most command_timeout (then the session is closed).
   ~PgAcquisition() override;
 
   spi::Attempt attempt() override;
@@ -72,6 +73,11 @@ class PgAcquisition : public spi::Acquisition {
   std::shared_ptr<PgHeldLock> make_hold(std::shared_ptr<Session> s, std::int64_t key,
                                         std::int64_t token, Clock::time_point sent);
   void abandon() noexcept;
+  // Ends the wait in flight on `c` (waiter_'s connection; REQUIRES: its mu held) by
+  // pg_cancel_backend on `helper` (an idle session reserved by SessionPool::for_cancel(),
+  // may be null), else by libpq's cancel request. True if the cancel was taken or the wait
+  // has ended already.
+  bool cancel_wait(PgConn& c, Session* helper, Clock::time_point deadline) noexcept;
 
   PgBackend& backend_;
   const std::shared_ptr<SessionPool> pool_;

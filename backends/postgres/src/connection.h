@@ -44,6 +44,8 @@ class PgConn {
   int socket() const noexcept { return PQsocket(conn_); }
   bool ok() const noexcept { return PQstatus(conn_) == CONNECTION_OK && !fatal_seen_; }
   int server_version() const noexcept { return PQserverVersion(conn_); }
+  // The server process serving this connection (its target for pg_cancel_backend).
+  int backend_pid() const noexcept { return PQbackendPID(conn_); }
   bool in_flight() const noexcept { return in_flight_; }
   const std::string& where() const noexcept { return where_; }
 

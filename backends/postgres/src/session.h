@@ -81,22 +81,31 @@ class Session {
   std::unique_ptr<PgConn> conn_;
 };
 
-// Marks a session busy and locks it for one statement (RAII).
+// Marks a session busy and locks it for one statement (RAII). With std::try_to_lock it never
+// waits: owns() says whether the session was free.
 class SessionUse {
  public:
-  explicit SessionUse(Session& s) : s_(s) {
+  explicit SessionUse(Session& s) : s_(s), owns_(true) {
     s_.busy.fetch_add(1);
     s_.mu.lock();
   }
+  SessionUse(Session& s, std::try_to_lock_t) : s_(s) {
+    s_.busy.fetch_add(1);
+    owns_ = s_.mu.try_lock();
+    if (!owns_) s_.busy.fetch_sub(1);
+  }
   ~SessionUse() {
+    if (!owns_) return;
     s_.mu.unlock();
     s_.busy.fetch_sub(1);
   }
   SessionUse(const SessionUse&) = delete;
   SessionUse& operator=(const SessionUse&) = delete;
+  bool owns() const noexcept { return owns_; }
 
  private:
   Session& s_;
+  bool owns_ = false;
 };
 
 }  // namespace dlock::postgres

@@ -119,22 +119,47 @@ void SessionPool::done_using(Session& s) {
   if (s.users > 0) --s.users;
 }
 
-std::shared_ptr<Session> SessionPool::for_wait() {
+std::shared_ptr<Session> SessionPool::for_wait(bool keep_spare) {
+  bool spared = false;  // an unused session was left for cancels
   {
     std::lock_guard lock(mu_);
+    std::shared_ptr<Session> unused;
+    int idle = 0;  // sessions for_cancel() could hand out
     for (auto& s : sessions_) {
-      if (!s->dead.load() && !s->dedicated && s->keys.empty() && s->users == 0) {
-        s->dedicated = true;
-        return s;
-      }
+      if (s->dead.load() || s->dedicated || s->users != 0) continue;
+      ++idle;
+      if (!unused && s->keys.empty()) unused = s;
     }
-    if (sessions_.size() + opening_ >= options_.pool) return nullptr;
+    const bool room = sessions_.size() + opening_ < options_.pool;
+    spared = unused && keep_spare && idle == 1 && room;
+    if (unused && !spared) {
+      unused->dedicated = true;
+      return unused;
+    }
+    if (!room) return nullptr;
     ++opening_;
   }
-  auto s = open_counted();
+  std::shared_ptr<Session> s;
+  try {
+    s = open_counted();
+  } catch (const Error&) {
+    if (spared) return for_wait(false);
+    throw;
+  }
   std::lock_guard lock(mu_);
   s->dedicated = true;
   return s;
+}
+
+std::shared_ptr<Session> SessionPool::for_cancel() {
+  std::lock_guard lock(mu_);
+  std::shared_ptr<Session> pick;
+  for (auto& s : sessions_) {
+    if (s->dead.load() || s->dedicated || s->users != 0 || s->busy.load() != 0) continue;
+    if (!pick || (s->keys.empty() && !pick->keys.empty())) pick = s;
+  }
+  if (pick) ++pick->users;
+  return pick;
 }
 
 void SessionPool::wait_granted(Session& s, std::int64_t key) {

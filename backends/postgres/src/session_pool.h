@@ -55,7 +55,15 @@ class SessionPool : public std::enable_shared_from_this<SessionPool> {
 
   // A session dedicated to one blocking wait: an unused one or a new one; nullptr when the
   // pool is full (the waiter then polls). Throws unavailable when a new connection fails.
-  std::shared_ptr<Session> for_wait();
+  // With `keep_spare`, a wait that would take the last session a cancel could be sent on
+  // (for_cancel) gets a new one instead while the pool has room, so a later cancel of it
+  // needs no connection (if that connection fails, the last one is taken after all).
+  std::shared_ptr<Session> for_wait(bool keep_spare = false);
+  // A session that can carry a cancel at once: live, not dedicated to a wait, no caller
+  // using it (one without holds first). Reserved for the caller (as a user: tries look
+  // elsewhere, waits never take it) until done_using(). nullptr when there is none: never
+  // opens one, never waits for one.
+  std::shared_ptr<Session> for_cancel();
   // The wait on `s` was granted `key`: `s` becomes a holder session.
   void wait_granted(Session& s, std::int64_t key);
   // The wait on `s` ended without a grant: `s` returns to the pool (or leaves it if dead).

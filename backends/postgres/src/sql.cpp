@@ -112,6 +112,9 @@ AdvisorySql::AdvisorySql(const std::string& schema, const std::string& table) {
                                 wait_timeout_from)) +
                 prepare(stmt::unlock_x, "bigint", "SELECT pg_advisory_unlock($1)") +
                 prepare(stmt::unlock_s, "bigint", "SELECT pg_advisory_unlock_shared($1)") +
+                prepare(stmt::cancel, "bigint",
+                        "SELECT pg_cancel_backend(pid) FROM pg_stat_activity WHERE pid = $1 "
+                        "AND wait_event_type = 'Lock'") +
                 bump(seq_literal, obj);
 }
 

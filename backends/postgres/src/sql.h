@@ -28,6 +28,9 @@ inline constexpr const char* wait_x = "dlock_wait_x";  // ($1 key, $2 lock_timeo
 inline constexpr const char* wait_s = "dlock_wait_s";
 inline constexpr const char* unlock_x = "dlock_unlock_x";  // ($1 key) -> t | f
 inline constexpr const char* unlock_s = "dlock_unlock_s";
+// ($1 a server process id, bigint) -> t if it was signalled, f if not a backend of this
+// user, no row if it is not waiting for a lock: ends another session's lock wait.
+inline constexpr const char* cancel = "dlock_cancel";
 }  // namespace stmt
 
 struct AdvisorySql {
@@ -57,7 +60,7 @@ AcquireRow parse_acquire_row(const PGresult* r);
 // yet visible to this statement's snapshot (nullopt: a concurrent claim; ask again).
 std::optional<bool> parse_claim_row(const PGresult* r);
 
-// True when an unlock statement answered t.
+// True when an unlock (or cancel) statement answered t.
 bool parse_unlock_row(const PGresult* r);
 
 // "<schema>"."<table>" (the parts are plain identifiers already).

@@ -139,14 +139,19 @@ std::vector<int> children_of(int parent) {
   return out;
 }
 
+int postmaster_pid() {
+  const std::string data = admin("SHOW data_directory").at(0).at(0);
+  std::ifstream pidfile(data + "/postmaster.pid");
+  int pid = 0;
+  pidfile >> pid;
+  if (pid <= 0) throw std::runtime_error("no pid in " + data + "/postmaster.pid");
+  return pid;
+}
+
 }  // namespace
 
 StoppedServer::StoppedServer() {
-  const std::string data = admin("SHOW data_directory").at(0).at(0);
-  std::ifstream pidfile(data + "/postmaster.pid");
-  int postmaster = 0;
-  pidfile >> postmaster;
-  if (postmaster <= 0) throw std::runtime_error("StoppedServer: no pid in " + data + "/postmaster.pid");
+  const int postmaster = postmaster_pid();
   // The postmaster first, so it forks no process we would miss.
   if (::kill(postmaster, SIGSTOP) != 0) throw std::runtime_error("StoppedServer: kill failed (run as root or postgres)");
   pids_.push_back(postmaster);
@@ -176,6 +181,22 @@ void StoppedServer::resume() {
   for (int pid : pids_) ::kill(pid, SIGCONT);
   pids_.clear();
 }
+
+StoppedPostmaster::StoppedPostmaster() : pid_(postmaster_pid()) {
+  if (::kill(pid_, SIGSTOP) != 0) throw std::runtime_error("StoppedPostmaster: kill failed (run as root or postgres)");
+  const auto end = std::chrono::steady_clock::now() + std::chrono::seconds(2);
+  while (true) {  // kill() returns before the process has stopped
+    const char state = parent_and_state(pid_).second;
+    if (state == 'T' || state == 't') return;
+    if (std::chrono::steady_clock::now() > end) {
+      ::kill(pid_, SIGCONT);  // the destructor of a half-made object does not run
+      throw std::runtime_error("StoppedPostmaster: the postmaster did not stop");
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+}
+
+StoppedPostmaster::~StoppedPostmaster() { ::kill(pid_, SIGCONT); }
 
 Proxy::Proxy() {
   const Uri u = Uri::parse(base_uri());

@@ -80,6 +80,21 @@ class StoppedServer {
   std::vector<int> pids_;
 };
 
+// Stops only the postmaster (SIGSTOP): the running backends keep serving their sessions,
+// but no new connection is served (the kernel accepts it; nobody forks its process), and
+// libpq's cancel request is such a connection. Resumes it (SIGCONT) when destroyed, also
+// when an assertion returns early. Throws std::runtime_error if it cannot.
+class StoppedPostmaster {
+ public:
+  StoppedPostmaster();
+  ~StoppedPostmaster();
+  StoppedPostmaster(const StoppedPostmaster&) = delete;
+  StoppedPostmaster& operator=(const StoppedPostmaster&) = delete;
+
+ private:
+  int pid_ = 0;
+};
+
 // A TCP proxy on 127.0.0.1 in front of the test server that counts the connections it
 // accepts and can hold new ones back before connecting them on (a postmaster slow to fork,
 // as on a loaded host): libpq's cancel request is such a new connection, to the address

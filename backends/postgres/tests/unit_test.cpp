@@ -224,6 +224,10 @@ TEST(PgSql, QuotedTableParametersOnlyAndOneLockCall) {
   EXPECT_NE(sql.prepare_all.find("pg_try_advisory_lock_shared($1)"), std::string::npos);
   EXPECT_NE(sql.prepare_all.find("pg_advisory_lock($1)::text = ''"), std::string::npos);
   EXPECT_NE(sql.prepare_all.find("SELECT pg_advisory_unlock_shared($1)"), std::string::npos);
+  // A cancel names the waiter's server process by a bound integer, nothing else.
+  EXPECT_NE(sql.prepare_all.find("PREPARE dlock_cancel(bigint) AS SELECT pg_cancel_backend(pid) FROM "
+                                 "pg_stat_activity WHERE pid = $1 AND wait_event_type = 'Lock';"),
+            std::string::npos);
   // A wait carries its own lock_timeout (the caller's deadline), for that statement only,
   // set in a subquery that runs before the lock call.
   EXPECT_NE(sql.prepare_all.find("PREPARE dlock_wait_x(bigint, text)"), std::string::npos);
