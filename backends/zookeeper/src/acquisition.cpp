@@ -181,7 +181,6 @@ spi::Attempt ZkAcquisition::enqueue(int depth) {
   const std::string prefix = node_prefix(parent_, mode_, id_);
   const std::string data(req_.owner_key);
   for (int tries = 0; tries < 4; ++tries) {
-    const auto sent = Clock::now();
     auto c = client_->await(conn_->create_counted(parent_, prefix, data, c_client().ephemeral_sequential));
     if (!c || is_transport_error(c->rc)) {
       create_unknown_ = true;  // it may have landed: the next attempt (or the destructor) looks
@@ -197,20 +196,19 @@ spi::Attempt ZkAcquisition::enqueue(int depth) {
     conn_->note_own(node_);
     // Every other child existed before ours: with none, nothing is older and the lock is
     // ours (the uncontended case: one request, no listing).
-    if (c->siblings == 1) return grant(sent);
+    if (c->siblings == 1) return grant();
     first_listings.fetch_add(1, std::memory_order_relaxed);
     auto l = client_->await(conn_->children(parent_));
     if (!l || l->rc != ZOK) {
       need_list_ = true;
       throw translate_error(conn_->where(), "listing", parent_, l ? l->rc : kTimedOut);
     }
-    return evaluate(l->children, sent, depth);
+    return evaluate(l->children, depth);
   }
   throw Error(ErrorCode::unavailable, conn_->where() + ": the container " + parent_ + " keeps disappearing");
 }
 
 spi::Attempt ZkAcquisition::recover() {
-  const auto sent = Clock::now();
   auto l = client_->await(conn_->children(parent_));
   if (!l || (l->rc != ZOK && l->rc != ZNONODE)) {
     throw translate_error(conn_->where(), "looking for our node under", parent_, l ? l->rc : kTimedOut);
@@ -230,7 +228,7 @@ spi::Attempt ZkAcquisition::recover() {
     node_ = path;
     czxid_ = s->czxid;
     conn_->note_own(node_);
-    return evaluate(l->children, sent, 0);
+    return evaluate(l->children, 0);
   }
   return enqueue(0);
 }
@@ -238,15 +236,13 @@ spi::Attempt ZkAcquisition::recover() {
 spi::Attempt ZkAcquisition::relist() {
   listed_ = true;
   relists.fetch_add(1, std::memory_order_relaxed);
-  const auto sent = Clock::now();
   auto l = client_->await(conn_->children(parent_));
   if (!l || l->rc != ZOK) throw translate_error(conn_->where(), "listing", parent_, l ? l->rc : kTimedOut);
   need_list_ = false;
-  return evaluate(l->children, sent, 0);
+  return evaluate(l->children, 0);
 }
 
-spi::Attempt ZkAcquisition::evaluate(const std::vector<std::string>& names, Clock::time_point sent,
-                                     int depth) {
+spi::Attempt ZkAcquisition::evaluate(const std::vector<std::string>& names, int depth) {
   std::vector<Child> children;
   children.reserve(names.size());
   for (const auto& n : names) {
@@ -266,7 +262,7 @@ spi::Attempt ZkAcquisition::evaluate(const std::vector<std::string>& names, Cloc
   for (auto c = children.begin(); c != it; ++c) {
     if (mode_ == 'x' || c->mode == 'x') lower_.push_back(parent_ + "/" + c->node);
   }
-  if (lower_.empty()) return grant(sent);
+  if (lower_.empty()) return grant();
   if (!req_.will_wait) {
     // Try-once: leave nothing behind.
     delete_now_or_later(node_);
@@ -297,29 +293,31 @@ spi::Attempt ZkAcquisition::from_snapshot() {
   for (const auto& path : events.failed) std::erase(watching_, path);  // set again below
   if (lower_.empty()) {
     // Older nodes only ever disappear: with none left we hold the lock, no round trip...
-    auto basis = conn_->last_answered_sent();
     // ...unless the one that went was our own session's: that may be the session ending
     // (its ephemerals are deleted before we hear of the expiry), and then ours is gone too.
-    // Nor when nothing answered on this session lately: the hold's expiry estimate must
-    // start from a fresh answer, not from when we queued. One probe settles both.
-    if (own_session_node_gone || Clock::now() - basis > client_->session_timeout() / 3) {
-      // Nothing answered on this session lately: one probe so the hold's expiry estimate
-      // starts from a fresh answer, not from when we queued.
-      const auto sent = Clock::now();
-      auto s = client_->await(conn_->exists(node_));
-      if (!s || is_transport_error(s->rc)) {
-        throw translate_error(conn_->where(), "checking our lock node", node_, s ? s->rc : kTimedOut);
+    // Nor when the session's leader_basis() is old (the session's background syncs were
+    // not answered lately): the hold's expiry estimate must start from a fresh one. One
+    // round trip settles both: our node, and a sync behind it.
+    if (own_session_node_gone || Clock::now() - conn_->leader_basis() > client_->session_timeout() / 2) {
+      auto s = conn_->exists(node_);
+      auto sync = conn_->sync();
+      auto st = client_->await(s);
+      if (!st || is_transport_error(st->rc)) {
+        throw translate_error(conn_->where(), "checking our lock node", node_, st ? st->rc : kTimedOut);
       }
-      if (s->rc == ZNONODE || s->owner != conn_->session_id()) {
+      if (st->rc == ZNONODE || st->owner != conn_->session_id()) {
         // Our node is gone (our session ended, or someone deleted it): queue again.
         conn_->forget_own(node_);
         node_.clear();
         lower_.clear();
         return conn_->dead() ? spi::Attempt{spi::Busy{}} : enqueue(0);
       }
-      basis = sent;
+      auto sy = client_->await(sync);
+      if (!sy || *sy != ZOK) {
+        throw translate_error(conn_->where(), "syncing with the leader for", node_, sy ? *sy : kTimedOut);
+      }
     }
-    return grant(basis);
+    return grant();
   }
   if (watched_went && !all_watched()) {
     // A watched node went and older ones we do not watch are still in our snapshot. Usually
@@ -367,13 +365,15 @@ void ZkAcquisition::watch_nearest() {
   }
 }
 
-spi::Attempt ZkAcquisition::grant(Clock::time_point basis) {
+spi::Attempt ZkAcquisition::grant() {
   for (const auto& w : watching_) conn_->unwatch(w, sink_.get());
   watching_.clear();
   if (listed_) grants_after_relist.fetch_add(1, std::memory_order_relaxed);
+  // From the session's leader-confirmed basis (conn.h), not from the request that found the
+  // lock free: a listing is a read, which a follower cut off from the leader still answers.
   auto lock = std::make_shared<ZkHeldLock>(std::string(req_.name), req_.mode, std::string(req_.owner_key),
                                            static_cast<std::uint64_t>(czxid_),
-                                           basis + client_->safe_session_span(), conn_, node_);
+                                           conn_->leader_basis() + client_->safe_session_span(), conn_, node_);
   granted_ = true;
   conn_->holds().add(lock);  // marks it lost at once if the session just ended
   return std::shared_ptr<spi::HeldLock>(std::move(lock));

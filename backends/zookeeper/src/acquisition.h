@@ -41,9 +41,9 @@ class ZkAcquisition final : public spi::Acquisition {
   spi::Attempt enqueue(int depth);
   spi::Attempt recover();
   spi::Attempt relist();
-  spi::Attempt evaluate(const std::vector<std::string>& children, Clock::time_point sent, int depth);
+  spi::Attempt evaluate(const std::vector<std::string>& children, int depth);
   spi::Attempt from_snapshot();
-  spi::Attempt grant(Clock::time_point basis);
+  spi::Attempt grant();
   void make_parent();
   // Watches the two youngest nodes of lower_ (drops watches on nodes no longer in it).
   void watch_nearest();

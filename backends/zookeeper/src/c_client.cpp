@@ -65,6 +65,7 @@ CClient load() {
   resolve(lib, "zoo_aget_children", c.aget_children);
   resolve(lib, "zoo_adelete", c.adelete);
   resolve(lib, "zoo_aexists", c.aexists);
+  resolve(lib, "zoo_async", c.async);
   resolve(lib, "zoo_awget", c.awget);
   resolve(lib, "zoo_aremove_all_watches", c.aremove_all_watches);
   resolve(lib, "zerror", c.error_text);

@@ -36,6 +36,7 @@ struct CClient {
   decltype(&::zoo_aget_children) aget_children;
   decltype(&::zoo_adelete) adelete;
   decltype(&::zoo_aexists) aexists;
+  decltype(&::zoo_async) async;  // sync: answered only once the leader has processed it
   decltype(&::zoo_awget) awget;
   decltype(&::zoo_aremove_all_watches) aremove_all_watches;
   decltype(&::zerror) error_text;

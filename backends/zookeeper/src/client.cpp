@@ -25,8 +25,7 @@ Error Client::missing_chroot() const {
 }
 
 Clock::duration Client::safe_session_span() const noexcept {
-  const auto s = session_timeout();
-  return s - s / 100 - std::chrono::milliseconds(2);
+  return zookeeper::safe_session_span(session_timeout());
 }
 
 void Client::note_session(const Conn& c) {

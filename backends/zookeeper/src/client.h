@@ -38,8 +38,8 @@ class Client {
     const long long granted = session_ms_.load();
     return granted > 0 ? std::chrono::milliseconds(granted) : options_.session_timeout;
   }
-  // The server cannot expire a session before (send time of an answered request) + S;
-  // our estimate stays this much earlier (1% + 2 ms, as backends/redis allows for drift).
+  // The server cannot expire a session before Conn::leader_basis() + S; our estimate stays
+  // this much earlier (1% + 2 ms, as backends/redis allows for drift).
   Clock::duration safe_session_span() const noexcept;
 
   // Makes sure `path` exists as `mode` (ZOO_PERSISTENT or ZOO_CONTAINER) on `conn`.

@@ -34,11 +34,17 @@ std::unique_ptr<Ctx<T>> take(const void* data) {
   return std::unique_ptr<Ctx<T>>(static_cast<Ctx<T>*>(const_cast<void*>(data)));
 }
 
-// A server answer (any rc other than a transport failure) proves the session was alive
-// when the request was sent.
+// A server answer (any rc other than a transport failure): a candidate basis, once a later
+// request the leader processed confirms it (Conn::leader_basis).
 template <class Context>  // any request context with `conn` and `sent`
 void note_answer(Context& ctx, int rc) {
   if (!is_transport_error(rc)) ctx.conn->answered(ctx.sent);
+}
+
+// A request the leader processed (a write, a sync), answered: OK proves the leader had it.
+template <class Context>
+void note_leader_answer(Context& ctx, int rc) {
+  if (rc == ZOK) ctx.conn->confirm(ctx.sent);
 }
 
 // Every completion below runs under the client's lock (driver.h): it copies what it needs
@@ -51,6 +57,13 @@ void answer(Context& ctx, int rc, T value) {
 
 void on_created(int rc, const char*, const void* data) {
   auto ctx = take<int>(data);
+  note_leader_answer(*ctx, rc);
+  answer(*ctx, rc, rc);
+}
+
+void on_sync(int rc, const char*, const void* data) {
+  auto ctx = take<int>(data);
+  note_leader_answer(*ctx, rc);
   answer(*ctx, rc, rc);
 }
 
@@ -75,6 +88,7 @@ void on_counted(int rc, const void* data) {
     r.czxid = ctx->parent.mzxid;
     r.siblings = ctx->parent.numChildren;
   }
+  note_leader_answer(*ctx, rc);
   answer(*ctx, rc, std::move(r));
 }
 
@@ -89,8 +103,9 @@ void on_children(int rc, const String_vector* strings, const void* data) {
   answer(*ctx, rc, std::move(r));
 }
 
-void on_void(int rc, const void* data) {
+void on_deleted(int rc, const void* data) {
   auto ctx = take<int>(data);
+  note_leader_answer(*ctx, rc);
   answer(*ctx, rc, rc);
 }
 
@@ -155,6 +170,8 @@ Conn::Conn(const ZkOptions& o, std::uint64_t generation)
       where_(o.where) {
   const CClient& zk = c_client();
   const int timeout_ms = static_cast<int>(o.session_timeout.count());
+  // The leader creates the session after this: it cannot expire it before now + S.
+  leader_basis_ = Clock::now().time_since_epoch().count();
   // The driver first: the callbacks reach it through driver_, and the single-threaded client
   // calls them only from zookeeper_process, which the driver's thread runs once started.
   driver_ = std::make_unique<Driver>();
@@ -220,8 +237,9 @@ std::vector<testing::LiveSession> testing::sessions_under(const std::string& roo
 void testing::set_pause_after_session_start(std::chrono::milliseconds pause) { g_start_pause_ms = pause.count(); }
 
 std::shared_ptr<Conn> make_conn(const ZkOptions& options, std::uint64_t generation) {
-  return std::shared_ptr<Conn>(new Conn(options, generation),
-                               [](Conn* c) { post([c] { delete c; }); });
+  auto c = std::shared_ptr<Conn>(new Conn(options, generation), [](Conn* p) { post([p] { delete p; }); });
+  Conn::keep_alive(c, Clock::now());
+  return c;
 }
 
 bool Conn::wait_connected(Clock::time_point deadline) {
@@ -239,11 +257,63 @@ std::int64_t Conn::session_id() const {
       std::int64_t{0});
 }
 
+Clock::duration Conn::leader_lag() const noexcept {
+  const int s = negotiated_ms_.load();
+  if (s <= 0) return std::chrono::hours(1);  // not connected yet: nothing was answered
+  return std::chrono::milliseconds(s / 4 + 20);
+}
+
 void Conn::answered(Clock::time_point sent) noexcept {
-  const auto v = sent.time_since_epoch().count();
-  auto cur = last_answered_.load();
-  while (cur < v && !last_answered_.compare_exchange_weak(cur, v)) {
+  const auto now = Clock::now();
+  std::lock_guard lk(answered_mu_);
+  // One answer per L/16 is kept (the list stays short under load): a basis at most that
+  // much older. Not merged into the last one: an answer time that kept moving on under a
+  // steady stream of answers would never become old enough to be confirmed.
+  if (!answered_.empty() && now - answered_.back().second < leader_lag() / 16) return;
+  if (answered_.size() >= 256) answered_.pop_front();  // only ever loses an older basis
+  answered_.emplace_back(sent, now);
+}
+
+void Conn::confirm(Clock::time_point sent) noexcept {
+  const auto cutoff = sent - leader_lag();
+  Clock::time_point basis{};
+  {
+    std::lock_guard lk(answered_mu_);
+    while (!answered_.empty() && answered_.front().second <= cutoff) {
+      basis = std::max(basis, answered_.front().first);
+      answered_.pop_front();
+    }
   }
+  advance_basis(basis.time_since_epoch().count());
+}
+
+void Conn::advance_basis(Clock::rep v) noexcept {
+  auto cur = leader_basis_.load();
+  while (cur < v && !leader_basis_.compare_exchange_weak(cur, v)) {
+  }
+  if (cur >= v) return;
+  // Every hold of the session follows at once, not only at the core's next probe (S/3
+  // apart): the basis lags the present by L or more, and the holds should not lag it by
+  // S/3 on top of that. With this session's S.
+  const auto s = std::chrono::milliseconds(negotiated_ms_.load());
+  if (s.count() > 0) holds_.refresh(Clock::time_point(Clock::duration(v)) + safe_session_span(s));
+}
+
+void Conn::keep_alive(std::weak_ptr<Conn> conn, Clock::time_point due) {
+  post([conn = std::move(conn), due]() mutable {
+         // Run before its time only once the process is exiting (worker.h): stop then.
+         if (Clock::now() < due) return;
+         auto c = conn.lock();
+         if (!c || c->dead()) return;
+         auto period = std::chrono::milliseconds(100);  // until the session is connected
+         if (c->connected()) {
+           (void)c->sync();  // its answer advances leader_basis()
+           period = c->negotiated_timeout() / 6;
+         }
+         c.reset();  // the last owner may be us: the Conn is then deleted by the worker
+         keep_alive(std::move(conn), Clock::now() + period);
+       },
+       due);
 }
 
 void Conn::note_own(const std::string& path) {
@@ -315,7 +385,7 @@ std::shared_ptr<Reply<int>> Conn::remove(const std::string& path) {
   auto r = std::make_shared<Reply<int>>();
   auto* ctx = new_ctx(this, r);
   const int rc =
-      driver_->call([&](zhandle_t* zh) { return c_client().adelete(zh, path.c_str(), -1, &on_void, ctx); });
+      driver_->call([&](zhandle_t* zh) { return c_client().adelete(zh, path.c_str(), -1, &on_deleted, ctx); });
   if (rc != ZOK) {
     delete ctx;
     r->set(rc);
@@ -330,6 +400,17 @@ std::shared_ptr<Reply<StatReply>> Conn::exists(const std::string& path) {
   if (rc != ZOK) {
     delete ctx;
     r->set(StatReply{rc, 0, 0});
+  }
+  return r;
+}
+
+std::shared_ptr<Reply<int>> Conn::sync() {
+  auto r = std::make_shared<Reply<int>>();
+  auto* ctx = new_ctx(this, r);
+  const int rc = driver_->call([&](zhandle_t* zh) { return c_client().async(zh, "/", &on_sync, ctx); });
+  if (rc != ZOK) {
+    delete ctx;
+    r->set(rc);
   }
   return r;
 }
@@ -437,6 +518,14 @@ void Conn::global_watcher(zhandle_t* zh, int type, int state, const char*, void*
     // Read here, under the client's lock (the socket is marked close-on-exec by the driver).
     self->negotiated_ms_ = zk.recv_timeout(zh);
     self->register_live(zh);
+    // Connected again within the session: the member asked the leader to revalidate it
+    // (the leader touches it) before answering, after we lost the link, after every
+    // answer we had before.
+    if (const auto lost = self->link_lost_at_.exchange(0); lost != 0) self->advance_basis(lost);
+  } else if (state != zk.expired_session_state && state != zk.auth_failed_state) {
+    // Before the client tries any member again (it does so after this event).
+    Clock::rep none = 0;
+    self->link_lost_at_.compare_exchange_strong(none, Clock::now().time_since_epoch().count());
   }
   self->report([self, state] { self->on_session_state(state); });
 }
@@ -500,6 +589,7 @@ void settle_delete(DeleteCtx& ctx, int rc) {
 
 void on_guaranteed_delete(int rc, const void* data) {
   std::shared_ptr<DeleteCtx> ctx(static_cast<DeleteCtx*>(const_cast<void*>(data)));
+  note_leader_answer(*ctx, rc);
   note_answer(*ctx, rc);
   // The report owns the context: the session it keeps open is let go outside the lock.
   Conn* conn = ctx->conn.get();

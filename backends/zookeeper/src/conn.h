@@ -17,6 +17,7 @@
 #include <chrono>
 #include <condition_variable>
 #include <cstdint>
+#include <deque>
 #include <functional>
 #include <map>
 #include <memory>
@@ -24,6 +25,7 @@
 #include <optional>
 #include <set>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <zookeeper/zookeeper.h>
@@ -68,6 +70,12 @@ class WatchSink {
   virtual void session_ended() noexcept = 0;
 };
 
+// How long after a basis (Conn::leader_basis) a session of timeout `s` surely lives: s less
+// 1% + 2 ms (as backends/redis allows for clock drift).
+inline Clock::duration safe_session_span(std::chrono::milliseconds s) noexcept {
+  return s - s / 100 - std::chrono::milliseconds(2);
+}
+
 class Conn {
  public:
   Conn(const ZkOptions& options, std::uint64_t generation);
@@ -86,12 +94,40 @@ class Conn {
     return std::chrono::milliseconds(negotiated_ms_.load());
   }
   std::int64_t session_id() const;
-  // Send time of the newest request the server answered on this session: the server
-  // cannot expire the session before it + S.
-  Clock::time_point last_answered_sent() const noexcept {
-    return Clock::time_point(Clock::duration(last_answered_.load()));
+  // The basis of every expiry estimate on this session: the send time of a request whose
+  // touch the LEADER is known to have received, so it cannot expire the session before
+  // it + S. Only the leader expires sessions, and it hears of our requests only through
+  // the touches the member we are connected to forwards on its pings; a follower cut off
+  // from the leader goes on answering reads (for syncLimit x tickTime), so an answered read
+  // alone proves nothing. What does prove it:
+  //  - a request the leader processed (a sync, a write) that was answered OK. The member
+  //    forwarded it to the leader on the link that carries its ping answers, after every
+  //    ping answer it had already sent; the leader pings every tickTime/2 <= S/4 (the
+  //    server grants no session shorter than two ticks), so a request that was ANSWERED
+  //    at least L = leader_lag() before that sync or write was SENT reached the member
+  //    before some ping, whose answer carried its touch to the leader ahead of the sync or
+  //    write (the sync's or write's own touch may not have: the link may break right after);
+  //  - on a reconnection (to any member), the leader revalidates (touches) the session
+  //    before the member completes the handshake: later than the moment we saw the link
+  //    go, so that moment is a basis once we are connected again;
+  //  - the session's creation, at the leader, after the Conn was made (the initial basis).
+  // A standalone server expires sessions itself: the rule holds there too, only later than
+  // it would need to be. Each answered sync or write advances the basis to the newest
+  // request answered at least L before it was sent (confirm()).
+  Clock::time_point leader_basis() const noexcept {
+    return Clock::time_point(Clock::duration(leader_basis_.load()));
   }
+  // A request sent at `sent` was answered (any rc but a transport failure), now.
   void answered(Clock::time_point sent) noexcept;
+  // A request the leader processed, sent at `sent`, was answered OK.
+  void confirm(Clock::time_point sent) noexcept;
+  // L for this session: S/4 (the leader's ping interval at most) + 20 ms of
+  // scheduling slack for the leader's ping thread.
+  Clock::duration leader_lag() const noexcept;
+  // Starts the background syncs (one every S/6, while the session lives) that keep
+  // leader_basis() within about L + S/3 + a round trip of now; every advance of the basis
+  // moves every hold's server expiry too. make_conn() calls it.
+  static void keep_alive(std::weak_ptr<Conn> conn, Clock::time_point due);
 
   // Creates `path` (a container or a persistent node: its name is known) with no data; the
   // answer is the result code.
@@ -106,6 +142,9 @@ class Conn {
   std::shared_ptr<Reply<ChildrenReply>> children(const std::string& path);
   std::shared_ptr<Reply<int>> remove(const std::string& path);
   std::shared_ptr<Reply<StatReply>> exists(const std::string& path);
+  // A sync: answered (rc) only once the leader has processed it; an OK answer advances
+  // leader_basis() before the reply is set.
+  std::shared_ptr<Reply<int>> sync();
 
   // Sets a data watch (getData, never exists: an exists watch on a missing node would stay
   // on the server) on `path` for `sink`, which hears node_gone / watch_failed from the
@@ -146,6 +185,7 @@ class Conn {
   void expire();
   void remove_server_watch_locked(const std::string& path) noexcept;  // watch_mu_ held
   void register_live(zhandle_t* zh) noexcept;  // for testing.h
+  void advance_basis(Clock::rep basis) noexcept;
 
   const std::uint64_t generation_;
   const bool authenticated_;
@@ -156,7 +196,11 @@ class Conn {
   std::atomic<bool> connected_{false};
   std::atomic<bool> dead_{false};
   std::atomic<int> negotiated_ms_{0};
-  std::atomic<Clock::rep> last_answered_{0};
+  std::atomic<Clock::rep> leader_basis_{0};
+  std::atomic<Clock::rep> link_lost_at_{0};  // since the last CONNECTED; 0: connected
+  // Answered requests not yet usable as a basis, oldest first: (sent, answered at).
+  std::mutex answered_mu_;
+  std::deque<std::pair<Clock::time_point, Clock::time_point>> answered_;  // guarded by answered_mu_
   std::mutex mu_;
   std::condition_variable cv_;  // connected_ / dead_ changes
   std::mutex watch_mu_;

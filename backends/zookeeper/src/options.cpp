@@ -1,5 +1,9 @@
 #include "options.h"
 
+#include <arpa/inet.h>
+
+#include <algorithm>
+
 #include "dlock/error.h"
 #include "errors.h"
 #include "names.h"
@@ -23,6 +27,21 @@ std::string host_port(const HostPort& hp, bool bracketed) {
   return host + ":" + std::to_string(hp.port ? hp.port : 2181);
 }
 
+// The C client splits its connect string "h1:p1,h2:p2/chroot" at ',' and at the first '/',
+// and each entry at its last ':'. A host with one of those (percent-encoded in the URI), or
+// with whitespace or control bytes, would add a server or a chroot nobody checked.
+void check_host(const UriParams& params, const std::string& host) {
+  const bool odd = std::any_of(host.begin(), host.end(), [](char ch) {
+    const auto c = static_cast<unsigned char>(ch);
+    return c <= 0x20 || c == 0x7f || c == '/' || c == ',';
+  });
+  if (odd) bad(params, "a host must not contain '/', ',', whitespace or control bytes");
+  in6_addr v6{};
+  if (host.find(':') != std::string::npos && inet_pton(AF_INET6, host.c_str(), &v6) != 1) {
+    bad(params, "a host with ':' must be an IPv6 address in brackets (the port goes after it)");
+  }
+}
+
 }  // namespace
 
 ZkOptions parse_options(const Uri& uri) {
@@ -38,6 +57,7 @@ ZkOptions parse_options(const Uri& uri) {
   o.where = "zookeeper ";
   for (const auto& hp : uri.hosts) {
     if (hp.host.empty()) bad(params, "empty host in the host list");
+    check_host(params, hp.host);
     if (!o.hosts.empty()) {
       o.hosts += ',';
       o.where += ',';

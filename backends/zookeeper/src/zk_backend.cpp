@@ -74,11 +74,9 @@ bool ZkBackend::release(spi::HeldLock& lock) {
 
 void ZkBackend::extend_many(std::span<spi::HeldLock* const> locks, std::chrono::milliseconds,
                             std::span<spi::RenewStatus> out) noexcept {
-  struct Probe {
-    Clock::time_point sent;
-    std::shared_ptr<Reply<StatReply>> reply;
-  };
-  std::map<Conn*, Probe> probes;
+  // One sync per session: answered only once the leader processed it, so an answer
+  // advances the session's leader_basis() (conn.h), from which every hold's expiry is set.
+  std::map<Conn*, std::shared_ptr<Reply<int>>> probes;
   for (std::size_t i = 0; i < locks.size(); ++i) {
     auto* zl = static_cast<ZkHeldLock*>(locks[i]);
     const auto& conn = zl->conn();
@@ -88,10 +86,7 @@ void ZkBackend::extend_many(std::span<spi::HeldLock* const> locks, std::chrono::
     }
     out[i] = spi::RenewStatus::failed;
     try {
-      if (!probes.contains(conn.get())) {
-        const auto sent = Clock::now();
-        probes.emplace(conn.get(), Probe{sent, conn->exists(client_->options().root())});
-      }
+      if (!probes.contains(conn.get())) probes.emplace(conn.get(), conn->sync());
       if (zl->start_watching()) conn->watch(zl->path(), zl->shared_from_this());
     } catch (...) {
       // out of memory: stays failed
@@ -99,20 +94,22 @@ void ZkBackend::extend_many(std::span<spi::HeldLock* const> locks, std::chrono::
   }
   std::map<Conn*, bool> answered;
   for (auto& [conn, probe] : probes) {
-    auto r = client_->await(probe.reply);
-    answered[conn] = r && !is_transport_error(r->rc);
+    auto r = client_->await(probe);
+    answered[conn] = r && *r == ZOK;
   }
   const auto span = client_->safe_session_span();
   for (std::size_t i = 0; i < locks.size(); ++i) {
     if (out[i] == spi::RenewStatus::not_held) continue;
     auto* zl = static_cast<ZkHeldLock*>(locks[i]);
-    auto it = probes.find(zl->conn().get());
-    if (it == probes.end() || !answered[it->first]) continue;
+    auto it = answered.find(zl->conn().get());
+    if (it == answered.end() || !it->second) continue;
     if (zl->lost()) {  // its node was deleted from outside (the watch said so)
       out[i] = spi::RenewStatus::not_held;
       continue;
     }
-    zl->set_server_expiry(it->second.sent + span);
+    // Never earlier than the estimate it has (that one was safe too).
+    const auto expiry = zl->conn()->leader_basis() + span;
+    if (expiry > zl->server_expiry()) zl->set_server_expiry(expiry);
     out[i] = spi::RenewStatus::renewed;
   }
 }

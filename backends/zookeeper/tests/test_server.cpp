@@ -88,12 +88,14 @@ std::uint16_t port() {
   return static_cast<std::uint16_t>(std::stoi(h.substr(colon + 1)));
 }
 
-std::string four_letter(const std::string& word) {
+std::string four_letter(const std::string& word) { return four_letter(word, port()); }
+
+std::string four_letter(const std::string& word, std::uint16_t port) {
   const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
   if (fd < 0) throw std::runtime_error("socket failed");
   sockaddr_in a{};
   a.sin_family = AF_INET;
-  a.sin_port = htons(port());
+  a.sin_port = htons(port);
   ::inet_pton(AF_INET, "127.0.0.1", &a.sin_addr);
   if (::connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0) {
     ::close(fd);

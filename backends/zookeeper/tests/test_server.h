@@ -37,6 +37,8 @@ std::vector<std::string> lock_nodes(zhandle_t* zh, const std::string& prefix);
 std::uint16_t port();
 // The server's answer to a four-letter word (e.g. "wchs"); throws if it cannot ask.
 std::string four_letter(const std::string& word);
+// The same, asked of the server listening on 127.0.0.1:`port`.
+std::string four_letter(const std::string& word, std::uint16_t port);
 // "Total watches:N" of the server's `wchs`: every watch of every session, server-wide.
 long total_watches();
 // A counter of the server's `mntr` (e.g. "zk_packets_received"); throws if it is missing.

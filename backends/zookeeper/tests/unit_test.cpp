@@ -112,6 +112,18 @@ TEST(ZkUri, BadInputIsNamed) {
   }
 }
 
+// The C client reads its connect string "h1:p1,h2:p2/chroot": a host holding '/', ',' or
+// whitespace (percent-encoded in the URI) would set a chroot past every check on the
+// chroot, or add a server nobody named.
+TEST(ZkUri, AHostCannotCarryAChrootOrAnotherServer) {
+  for (const std::string uri : {"zk://127.0.0.1%3A2181%2Fevil", "zk://h%2Fevil", "zk://h%2Cother:2181",
+                                "zk://h%20x", "zk://h%09x", "zk://a,h%2Fevil:2181/ok"}) {
+    std::string msg;
+    EXPECT_EQ(code_of(uri, &msg), ErrorCode::invalid_argument) << uri;
+    EXPECT_NE(msg.find("host"), std::string::npos) << uri << ": " << msg;
+  }
+}
+
 // Printable ASCII only: what a message may show of bytes from a URI (escaped otherwise).
 bool printable_ascii(const std::string& s) {
   return std::all_of(s.begin(), s.end(), [](char c) { return c >= 0x20 && c < 0x7f; });
