@@ -1,17 +1,22 @@
 #include "child.h"
 
+#include <dirent.h>
 #include <fcntl.h>
 #include <spawn.h>
+#include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
+#include <charconv>
+#include <cstdio>
 #include <cstdlib>
 #include <cstdint>
 #include <cstring>
 #include <optional>
+#include <string_view>
 #include <thread>
 
 #include "dlock/error.h"
@@ -83,6 +88,11 @@ ChildExit supervise(pid_t pid, SignalFd& signals, const EventFd& lost, const Sto
   std::optional<Clock::time_point> kill_at;  // set once SIGTERM was sent to stop it
   bool killed = false;
   bool lost_handled = false;
+  // By when the command must be dead: a margin before the lock may be someone else's.
+  auto kill_deadline = [&plan] {
+    const Clock::time_point end = plan.lock_end ? plan.lock_end() : Clock::time_point::max();
+    return end == Clock::time_point::max() ? end : end - plan.margin;
+  };
   // Sends SIGTERM now and plans the SIGKILL for `grace` later, or `latest` if sooner.
   auto stop = [&](Clock::time_point latest, const std::function<void(std::chrono::milliseconds)>& tell) {
     result.lost = true;
@@ -99,11 +109,10 @@ ChildExit supervise(pid_t pid, SignalFd& signals, const EventFd& lost, const Sto
     int r = ::waitid(P_PID, static_cast<id_t>(pid), &info, WEXITED | WNOHANG | WNOWAIT);
     if (r == 0 && info.si_pid == pid) {
       // A loss that came with the exit (the same wake-up, or a dlock stopped meanwhile
-      // whose guard killed the command at the lock's end) is still a loss: which of the two
-      // came first cannot be told, and the lock may have been someone else's meanwhile.
+      // whose guard killed the command at the kill deadline) is still a loss: which of the
+      // two came first cannot be told, and the lock may have been someone else's meanwhile.
       if (!result.lost &&
-          (wait_readable({lost.fd()}, std::chrono::milliseconds{0}) == 0 ||
-           (plan.lock_end && plan.lock_end() <= Clock::now()))) {
+          (wait_readable({lost.fd()}, std::chrono::milliseconds{0}) == 0 || kill_deadline() <= Clock::now())) {
         result.lost = true;
         if (plan.on_lost_at_exit) plan.on_lost_at_exit();
       }
@@ -136,11 +145,11 @@ ChildExit supervise(pid_t pid, SignalFd& signals, const EventFd& lost, const Sto
       timeout = std::chrono::ceil<std::chrono::milliseconds>(*plan.stop_at - now);
     }
 
-    if (!lost_handled && plan.lock_end && plan.report_lock_end) {
-      const Clock::time_point end = plan.lock_end();
-      plan.report_lock_end(end);
-      if (end != Clock::time_point::max()) {
-        const auto check = std::clamp(std::chrono::ceil<std::chrono::milliseconds>((end - now) / 4),
+    if (!lost_handled && plan.report_kill_deadline) {
+      const Clock::time_point deadline = kill_deadline();
+      plan.report_kill_deadline(deadline);
+      if (deadline != Clock::time_point::max()) {
+        const auto check = std::clamp(std::chrono::ceil<std::chrono::milliseconds>((deadline - now) / 4),
                                       std::chrono::milliseconds{1}, std::chrono::milliseconds{200});
         timeout = timeout ? std::min(*timeout, check) : check;
       }
@@ -154,17 +163,17 @@ ChildExit supervise(pid_t pid, SignalFd& signals, const EventFd& lost, const Sto
       }
     } else if (which == 1) {
       lost_handled = true;
-      const Clock::time_point end = plan.lock_end ? plan.lock_end() : Clock::time_point::max();
+      const Clock::time_point deadline = kill_deadline();
       if (!kill_at) {
-        stop(end, plan.on_lost);
-      } else if (!killed && end < *kill_at) {
-        kill_at = std::max(end, Clock::now());  // lost while already stopping (--max-hold)
+        stop(deadline, plan.on_lost);
+      } else if (!killed && deadline < *kill_at) {
+        kill_at = std::max(deadline, Clock::now());  // lost while already stopping (--max-hold)
       }
     }
   }
 }
 
-CommandGuard::CommandGuard(pid_t pgid, std::chrono::milliseconds grace) {
+CommandGuard::CommandGuard(pid_t pgid, std::chrono::milliseconds grace, const std::vector<int>& lock_descriptors) {
   // A socket pair rather than a pipe: send(MSG_NOSIGNAL) to a guard that is already gone
   // fails with EPIPE instead of killing dlock with SIGPIPE.
   int fds[2];
@@ -177,8 +186,13 @@ CommandGuard::CommandGuard(pid_t pgid, std::chrono::milliseconds grace) {
   ::posix_spawn_file_actions_adddup2(&actions, fds[0], STDIN_FILENO);  // dup2 drops O_CLOEXEC
   ::posix_spawn_file_actions_addopen(&actions, STDOUT_FILENO, "/dev/null", O_WRONLY, 0);
   ::posix_spawn_file_actions_addopen(&actions, STDERR_FILENO, "/dev/null", O_WRONLY, 0);
-  const std::vector<std::string> argv = {"dlock", kGuardCommand, std::to_string(pgid),
-                                         std::to_string(grace.count())};
+  std::vector<std::string> argv = {kGuardName, kGuardCommand, std::to_string(pgid), std::to_string(grace.count())};
+  for (int fd : lock_descriptors) {
+    if (fd <= STDERR_FILENO) continue;  // taken by the guard's own stdio
+    // dup2 onto itself clears close-on-exec (POSIX, glibc >= 2.29): kept across the exec.
+    ::posix_spawn_file_actions_adddup2(&actions, fd, fd);
+    argv.push_back(std::to_string(fd));
+  }
   std::vector<char*> args = c_strings(argv);
   char* no_env[] = {nullptr};  // nothing of dlock's environment (DLOCK_URI) goes further
   // In a session of its own: whatever signals dlock's process group or job (timeout(1) at
@@ -200,8 +214,8 @@ CommandGuard::CommandGuard(pid_t pgid, std::chrono::milliseconds grace) {
 }
 
 namespace {
-// dlock -> guard: 'd' (the command ended: do nothing), or 'u' and the lock's end as 8 bytes
-// (steady-clock nanoseconds since its epoch, host byte order).
+// dlock -> guard: 'd' (the command ended: do nothing), or 'u' and the kill deadline as 8
+// bytes (steady-clock nanoseconds since its epoch, host byte order).
 constexpr char kDone = 'd';
 constexpr char kValidUntil = 'u';
 constexpr std::size_t kValidUntilSize = 1 + sizeof(std::int64_t);
@@ -230,7 +244,7 @@ bool read_all(int fd, char* data, std::size_t size) noexcept {
 }
 }  // namespace
 
-void CommandGuard::lock_valid_until(std::chrono::steady_clock::time_point end) noexcept {
+void CommandGuard::kill_by(std::chrono::steady_clock::time_point end) noexcept {
   if (peer_ < 0 || end == told_) return;
   char message[kValidUntilSize];
   message[0] = kValidUntil;
@@ -248,28 +262,99 @@ void CommandGuard::finish() noexcept {
   }
 }
 
+namespace {
+
+// True while a process of group `pgid` exists that is not a zombie (a killed process whose
+// parent has not reaped it yet runs no code).
+bool group_runs(pid_t pgid) {
+  if (::kill(-pgid, 0) != 0) return false;
+  DIR* dir = ::opendir("/proc");
+  if (dir == nullptr) return true;  // cannot tell zombies apart: count them as running
+  bool runs = false;
+  while (const dirent* e = ::readdir(dir)) {
+    const std::string_view name(e->d_name);
+    if (name.empty() || name[0] < '0' || name[0] > '9') continue;
+    const std::string path = "/proc/" + std::string(name) + "/stat";
+    char buf[512];
+    const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+    if (fd < 0) continue;
+    const ssize_t n = ::read(fd, buf, sizeof buf - 1);
+    ::close(fd);
+    if (n <= 0) continue;
+    buf[n] = '\0';
+    // "pid (comm) state ppid pgrp ...": comm may hold anything, ')' included.
+    const std::string_view stat(buf, static_cast<std::size_t>(n));
+    const std::size_t close_paren = stat.rfind(')');
+    if (close_paren == std::string_view::npos || close_paren + 2 >= stat.size()) continue;
+    const char state = stat[close_paren + 2];
+    long ppid = 0, pgrp = 0;
+    if (std::sscanf(buf + close_paren + 3, " %ld %ld", &ppid, &pgrp) != 2) continue;
+    if (pgrp == pgid && state != 'Z' && state != 'X') {
+      runs = true;
+      break;
+    }
+  }
+  ::closedir(dir);
+  return runs;
+}
+
+// SIGKILLs group `pgid`, then waits for it to be gone: until then the lock descriptors this
+// guard holds keep a lock that ends with them held.
+void kill_group(pid_t pgid) {
+  ::kill(-pgid, SIGKILL);
+  while (group_runs(pgid)) std::this_thread::sleep_for(std::chrono::milliseconds(2));
+}
+
+// Closes every descriptor from 3 on but those in `keep` (sorted).
+void close_all_but(const std::vector<int>& keep) {
+  unsigned next = 3;
+  for (int fd : keep) {
+    if (static_cast<unsigned>(fd) > next) ::close_range(next, static_cast<unsigned>(fd) - 1, 0);
+    next = std::max(next, static_cast<unsigned>(fd) + 1);
+  }
+  ::close_range(next, ~0U, 0);
+}
+
+bool parse_number(const char* text, long& out) {
+  const char* end = text + std::strlen(text);
+  return std::from_chars(text, end, out).ptr == end && end != text;
+}
+
+}  // namespace
+
 int run_guard(int argc, const char* const* argv) {
-  if (argc != 4) return kExitUsage;
-  const pid_t pgid = static_cast<pid_t>(std::atol(argv[2]));
-  const long grace_ms = std::atol(argv[3]);
+  if (argc < 4) return kExitUsage;
+  long pgid_number = 0, grace_ms = 0;
+  if (!parse_number(argv[2], pgid_number) || !parse_number(argv[3], grace_ms)) return kExitUsage;
+  const pid_t pgid = static_cast<pid_t>(pgid_number);
   if (pgid <= 1 || grace_ms < 0) return kExitUsage;
+  std::vector<int> keep;
+  for (int i = 4; i < argc; ++i) {
+    long fd = 0;
+    if (!parse_number(argv[i], fd) || fd <= STDERR_FILENO || fd > 1 << 30) return kExitUsage;
+    keep.push_back(static_cast<int>(fd));
+  }
+  std::sort(keep.begin(), keep.end());
+  // /proc/self/exe makes the process name "exe" whatever argv[0] says.
+  ::prctl(PR_SET_NAME, kGuardName, 0, 0, 0);
   for (int s : kForwardedSignals) ::signal(s, SIG_IGN);
-  // Nothing inherited by mistake (a lock file's descriptor) may outlive dlock in here.
-  ::close_range(3, ~0U, 0);
+  // Nothing inherited by mistake (a pipe someone waits to see closed) may outlive dlock in
+  // here: only the lock descriptors dlock handed over.
+  close_all_but(keep);
   using Clock = std::chrono::steady_clock;
-  Clock::time_point lock_end = Clock::time_point::max();  // until dlock says otherwise
+  Clock::time_point kill_by = Clock::time_point::max();  // until dlock says otherwise
   for (;;) {
     std::optional<std::chrono::milliseconds> timeout;
-    if (lock_end != Clock::time_point::max()) {
-      timeout = std::max(std::chrono::ceil<std::chrono::milliseconds>(lock_end - Clock::now()),
+    if (kill_by != Clock::time_point::max()) {
+      timeout = std::max(std::chrono::ceil<std::chrono::milliseconds>(kill_by - Clock::now()),
                          std::chrono::milliseconds{0});
     }
     if (wait_readable({STDIN_FILENO}, timeout) != 0) {
-      if (Clock::now() < lock_end) continue;  // EINTR
+      if (Clock::now() < kill_by) continue;  // EINTR
       // dlock is alive but told nothing newer (stopped, frozen): the lock may be someone
-      // else's from now on. SIGTERM for form, SIGKILL at once.
+      // else's a margin from now. SIGTERM for form, SIGKILL at once.
       ::kill(-pgid, SIGTERM);
-      ::kill(-pgid, SIGKILL);
+      kill_group(pgid);
       return 0;
     }
     char kind = 0;
@@ -277,16 +362,17 @@ int run_guard(int argc, const char* const* argv) {
     if (kind == kDone) return 0;                     // dlock saw the command end
     std::int64_t ns = 0;
     if (kind != kValidUntil || !read_all(STDIN_FILENO, reinterpret_cast<char*>(&ns), sizeof ns)) break;
-    lock_end = Clock::time_point(std::chrono::nanoseconds(ns));
+    kill_by = Clock::time_point(std::chrono::nanoseconds(ns));
   }
-  // End of file: dlock died without a word, and its lock with it (or soon).
+  // End of file: dlock died without a word. Its lock ends with it, or with its lease (by
+  // kill_by, it said), or is kept by the descriptors held here until the group is gone.
   if (::kill(-pgid, SIGTERM) != 0) return 0;
-  const auto kill_at = std::chrono::steady_clock::now() + std::chrono::milliseconds(grace_ms);
-  while (std::chrono::steady_clock::now() < kill_at) {
-    if (::kill(-pgid, 0) != 0) return 0;
-    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  const auto kill_at = std::min(Clock::now() + std::chrono::milliseconds(grace_ms), kill_by);
+  for (auto now = Clock::now(); now < kill_at; now = Clock::now()) {
+    if (!group_runs(pgid)) return 0;
+    std::this_thread::sleep_for(std::min<Clock::duration>(std::chrono::milliseconds(20), kill_at - now));
   }
-  ::kill(-pgid, SIGKILL);
+  kill_group(pgid);
   return 0;
 }
 

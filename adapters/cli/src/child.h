@@ -37,9 +37,11 @@ struct ChildExit {
 // When and how supervise() stops the command.
 struct StopPlan {
   std::chrono::milliseconds grace{0};  // between SIGTERM and SIGKILL
-  // When the lock may be granted to someone else, read once the lock is lost: the SIGKILL
-  // comes by then at the latest, whatever `grace` says.
+  // When the lock may be granted to someone else (the core's estimate, Lease::expires_at),
+  // read once the lock is lost: the command must be dead `margin` before it, so the SIGKILL
+  // comes at lock_end() - margin at the latest, whatever `grace` says (the kill deadline).
   std::function<std::chrono::steady_clock::time_point()> lock_end;
+  std::chrono::milliseconds margin{0};
   // --max-hold: the command is stopped then (the lock still held, renewed).
   std::optional<std::chrono::steady_clock::time_point> stop_at;
   // Called once when the lock is lost (or stop_at comes), with the delay before SIGKILL.
@@ -47,46 +49,52 @@ struct StopPlan {
   std::function<void(std::chrono::milliseconds kill_in)> on_stop;
   // Called instead of on_lost when the loss is seen only together with the command's exit.
   std::function<void()> on_lost_at_exit;
-  // Told lock_end() while the command runs and the lock is held: whenever it changes, and
-  // well before it comes (the guard kills the command by the last end it was told).
-  std::function<void(std::chrono::steady_clock::time_point)> report_lock_end;
+  // Told the kill deadline (lock_end() - margin) while the command runs and the lock is
+  // held: whenever it changes, and well before it comes (the guard kills the command by the
+  // last deadline it was told).
+  std::function<void(std::chrono::steady_clock::time_point)> report_kill_deadline;
 };
 
 // Blocks until child `pid` has exited, then returns how. Meanwhile forwards every signal
 // read from `signals` except SIGCHLD to the child's process group. Once `lost` becomes
 // readable, or plan.stop_at comes, it calls plan.on_lost or plan.on_stop and sends the group
-// SIGTERM, then SIGKILL if the command is still alive `grace` later (after a loss: by
-// plan.lock_end() if that comes sooner); once the command itself has exited after that,
-// whatever is left of its group gets SIGKILL at once. A command found exited when `lost` is
-// already readable or plan.lock_end() has passed counts as stopped by a loss too
-// (plan.on_lost_at_exit; its group gets SIGKILL): dlock cannot tell which came first.
-// While the lock is held it passes plan.lock_end() to plan.report_lock_end, checking it at
-// least every quarter of the time left (at most every 200 ms). Sleeps in poll(); no busy
-// waiting. Never throws.
+// SIGTERM, then SIGKILL if the command is still alive `grace` later (after a loss: by the
+// kill deadline, plan.lock_end() - plan.margin, if that comes sooner); once the command
+// itself has exited after that, whatever is left of its group gets SIGKILL at once. A
+// command found exited when `lost` is already readable or the kill deadline has passed counts
+// as stopped by a loss too (plan.on_lost_at_exit; its group gets SIGKILL): dlock cannot tell
+// which came first. While the lock is held it passes the kill deadline to
+// plan.report_kill_deadline, checking it at least every quarter of the time left (at most
+// every 200 ms). Sleeps in poll(); no busy waiting. Never throws.
 ChildExit supervise(pid_t pid, SignalFd& signals, const EventFd& lost, const StopPlan& plan);
 
 // A dlock killed with SIGKILL (OOM killer, `timeout -s KILL`, a crash) cannot stop its
 // command, so a guard process does: `dlock` re-executed in guard mode (run_guard), holding
 // one end of a socket pair whose other end only this dlock has. When dlock dies the socket
 // reaches end-of-file and the guard sends the command's group SIGTERM, then SIGKILL after
-// `grace`. A dlock that is alive but stopped (SIGSTOP, a frozen cgroup, a debugger) renews
-// nothing, so the guard is also told when the lock may be granted to someone else
-// (lock_valid_until): if that time comes without a later one, the guard kills the group
-// then. finish() (also the destructor) tells the guard the command ended normally. The
-// guard runs in a session of its own, so a signal to dlock's whole process group (which
-// timeout(1) sends) leaves it alive to do its job.
+// `grace` or at the last kill deadline it was told, whichever comes first. It holds copies
+// of `lock_descriptors` (the lock service's: a file:// lock's descriptor, a session's
+// connection), so a lock that ends with its holder's descriptors outlives dlock until the
+// guard has seen the group gone. A dlock that is alive but stopped (SIGSTOP, a frozen
+// cgroup, a debugger) renews nothing, so the guard is also told by when the command must be
+// dead (kill_by: a margin before the lock may be granted to someone else): if that time
+// comes without a later one, the guard kills the group then. finish() (also the destructor)
+// tells the guard the command ended normally. The guard runs in a session of its own, so a
+// signal to dlock's whole process group (which timeout(1) sends) leaves it alive to do its
+// job; its name (argv[0] and /proc comm) is kGuardName, so `pkill dlock` leaves it too.
 class CommandGuard {
  public:
-  // Starts the guard for the process group `pgid`. Throws Error(internal) if it cannot.
-  CommandGuard(pid_t pgid, std::chrono::milliseconds grace);
+  // Starts the guard for the process group `pgid`, handing it `lock_descriptors` (those
+  // below 3 are not handed over). Throws Error(internal) if it cannot.
+  CommandGuard(pid_t pgid, std::chrono::milliseconds grace, const std::vector<int>& lock_descriptors);
   ~CommandGuard() { finish(); }
   CommandGuard(const CommandGuard&) = delete;
   CommandGuard& operator=(const CommandGuard&) = delete;
 
-  // From now on the lock may be granted to someone else at `end` (steady clock, which is
-  // the same in every process of this host); time_point::max() for never. Sends it only
-  // when it changed. Never throws (a guard that is gone is not told).
-  void lock_valid_until(std::chrono::steady_clock::time_point end) noexcept;
+  // From now on the command must be dead by `deadline` (steady clock, which is the same in
+  // every process of this host); time_point::max() for never. Sends it only when it
+  // changed. Never throws (a guard that is gone is not told).
+  void kill_by(std::chrono::steady_clock::time_point deadline) noexcept;
 
   // Stops the guard without it touching the group, and reaps it. Idempotent; never throws.
   void finish() noexcept;
@@ -97,12 +105,16 @@ class CommandGuard {
   pid_t guard_ = -1;
 };
 
-// The guard's own main: argv after "dlock __guard" is PGID GRACE_MS; stdin is its end of
-// the socket pair.
+// The guard's own main: argv after "lock-guard __guard" is PGID GRACE_MS [FD...], the FDs
+// being the lock descriptors it keeps; stdin is its end of the socket pair.
 // Returns the process's exit status.
 int run_guard(int argc, const char* const* argv);
 
 // The hidden first argument that makes `dlock` run_guard().
 inline constexpr const char* kGuardCommand = "__guard";
+// The guard's argv[0] and process name: without "dlock" in it, so that `pkill dlock`,
+// `pkill -f dlock` and `killall dlock`, which kill dlock, leave the guard that must then stop
+// CMD.
+inline constexpr const char* kGuardName = "lock-guard";
 
 }  // namespace dlock::cli

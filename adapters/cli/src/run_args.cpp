@@ -40,14 +40,15 @@ Durations: 250ms, 5s, 1.5s, 2m, 1h. --wait and --grace also take 0; --wait also 
 "forever" (the default).
 
 CMD runs in a process group of its own. If the lock is lost while CMD runs (lease not
-renewed, session gone), the group gets SIGTERM, then SIGKILL after --grace or when the lock
-may be granted to someone else, whichever comes first, and dlock exits 70. At --max-hold the
+renewed, session gone), the group gets SIGTERM, then SIGKILL after --grace or a safety margin
+before the lock may be granted to someone else, whichever comes first, and dlock exits 70. At --max-hold the
 group is stopped the same way while dlock still holds the lock, released once CMD is gone
 (exit 70). SIGINT, SIGTERM, SIGHUP and SIGQUIT sent to dlock are forwarded to the group,
 and so are SIGTSTP, SIGTTIN, SIGTTOU and SIGCONT (dlock itself never stops: the lock stays
 held while CMD is stopped); the lock is released once CMD has exited. If dlock itself is
-killed (even SIGKILL) or stopped, a guard process stops the group, with SIGKILL by the
-time the lock may be free. A process that leaves the group (setsid, a daemon) is beyond dlock's reach.
+killed (even SIGKILL) or stopped, a guard process ("lock-guard") stops the group, with
+SIGKILL a margin before the lock may be free; a lock that dies with dlock's descriptors
+(file://) stays held by the guard until the group is gone. A process that leaves the group (setsid, a daemon) is beyond dlock's reach.
 SIGINT, SIGTERM, SIGHUP or SIGQUIT received while waiting for the lock cancels the wait
 (exit 128+signal).
 

@@ -2,6 +2,7 @@
 
 #include <sys/wait.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cerrno>
 #include <cstdio>
@@ -109,11 +110,32 @@ bool release_quietly(Lease& lease, const std::string& shown) {
 
 // How long the guard lets CMD handle SIGTERM after dlock died: only as long as the lock
 // surely outlives dlock. A session backend may free it with dlock's process (file://, SQL
-// sessions), and an explicit --lease may be about to run out: no grace then. A renewed lease
-// was last renewed at most a third of it ago, so half of it is left at least.
+// sessions; the guard's copies of the lock descriptors keep some of them, not all): no grace
+// then. A lease ends by itself: the guard kills by the last kill deadline dlock told it; before
+// the first one, a renewed lease was last renewed at most a third of it ago, so half of it is
+// left at least, and an explicit --lease may be about to run out (no grace).
 std::chrono::milliseconds guard_grace(const RunArgs& args, const Capabilities& caps) {
   if (caps.liveness == Liveness::session || args.lease) return std::chrono::milliseconds{0};
   return std::min(args.grace, caps.default_lease / 2);
+}
+
+// How long before the lock may be granted to someone else CMD must be dead: the core's loss
+// margin for the lease whose end that is (the lost signal fires that early). On a session
+// backend with --lease, either the client's lease or the session's bound may end it first:
+// the smaller margin of the two.
+std::chrono::milliseconds kill_margin(const RunArgs& args, const Capabilities& caps) {
+  if (caps.liveness == Liveness::session && args.lease) return loss_margin(std::min(*args.lease, caps.default_lease));
+  return loss_margin(args.lease.value_or(caps.default_lease));
+}
+
+// The descriptors dlock opened (`inherited`: those it was started with), the lock service's
+// among them: the guard keeps copies of them.
+std::vector<int> own_descriptors(const std::vector<int>& inherited) {
+  std::vector<int> own;
+  for (int fd : support::open_descriptors()) {
+    if (!std::binary_search(inherited.begin(), inherited.end(), fd)) own.push_back(fd);
+  }
+  return own;
 }
 
 // `inherited`: the descriptors dlock was started with (support::inheritable_descriptors()).
@@ -167,7 +189,7 @@ int run_with_signals(const RunArgs& args, SignalFd& signals, const std::vector<i
   }
   std::optional<CommandGuard> guard;
   try {
-    guard.emplace(pid, guard_grace(args, provider->capabilities()));
+    guard.emplace(pid, guard_grace(args, provider->capabilities()), own_descriptors(inherited));
   } catch (const Error&) {
     // Unguarded, the command could outlive a crashed dlock: do not run it at all.
     ::kill(-pid, SIGKILL);
@@ -180,8 +202,9 @@ int run_with_signals(const RunArgs& args, SignalFd& signals, const std::vector<i
   StopPlan plan;
   plan.grace = args.grace;
   plan.lock_end = [&lease] { return lease->expires_at(); };
+  plan.margin = kill_margin(args, provider->capabilities());
   if (args.max_hold) plan.stop_at = granted + *args.max_hold;
-  plan.report_lock_end = [&guard](std::chrono::steady_clock::time_point end) { guard->lock_valid_until(end); };
+  plan.report_kill_deadline = [&guard](std::chrono::steady_clock::time_point at) { guard->kill_by(at); };
   plan.on_lost = [&](std::chrono::milliseconds kill_in) {
     std::cerr << "dlock: lock '" << shown << "' lost; stopping the command (SIGTERM, SIGKILL after "
               << format_duration(kill_in) << ")\n";

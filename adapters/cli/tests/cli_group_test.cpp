@@ -129,8 +129,8 @@ TEST(CliGroup, KillingDlockOnASessionBackendLeavesTheCommandNoGraceBesideTheNext
   EXPECT_TRUE(dies_within(shell.pid, milliseconds(2000))) << "the command ran on beside the next holder";
 }
 
-// A dlock stopped (SIGSTOP, a debugger) past its --lease: the guard kills CMD at the lease's
-// end. The lock was lost while CMD ran, whichever of CMD's end and the loss dlock sees first
+// A dlock stopped (SIGSTOP, a debugger) past its --lease: the guard kills CMD a margin before
+// the lease's end. The lock was lost while CMD ran, whichever of CMD's end and the loss dlock sees first
 // once continued: exit 70 with the loss told, not CMD's signal death (143).
 TEST(CliGroup, ALeaseThatRanOutWhileDlockWasStoppedExits70) {
   Sandbox box;
@@ -141,10 +141,10 @@ TEST(CliGroup, ALeaseThatRanOutWhileDlockWasStoppedExits70) {
   Reaper shell{read_pid(shpid)};
   ASSERT_GT(shell.pid, 0) << box.wait(p).err;
   ::kill(p, SIGSTOP);
-  // The guard's kill at the lease's end (1 s at most from here).
+  // The guard's kill before the lease's end (1 s at most from here).
   const bool ended = dies_within(shell.pid, milliseconds(5000));
   ::kill(p, SIGCONT);
-  ASSERT_TRUE(ended) << "the guard did not stop the command at the lease's end";
+  ASSERT_TRUE(ended) << "the guard did not stop the command by the lease's end";
   auto r = box.wait(p);
   EXPECT_EQ(r.code, 70) << "the lock was lost while the command ran: " << r.err;
   EXPECT_NE(r.err.find("lost"), std::string::npos) << r.err;

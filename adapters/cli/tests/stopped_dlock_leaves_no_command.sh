@@ -21,11 +21,7 @@ trap cleanup EXIT
 "$dlock" run --uri "$uri?lease=1s&restart_grace=0" stopped-dlock-$$ -- \
   sh -c "echo \$\$ > $dir/cmd.pid; while :; do sleep 0.05; done" 2> "$dir/err" &
 pid=$!
-i=0
-while [ ! -s "$dir/cmd.pid" ]; do
-  i=$((i + 1)); [ $i -lt 200 ] || { echo "CMD never started" >&2; cat "$dir/err" >&2; exit 1; }
-  sleep 0.05
-done
+wait_started "$dir/cmd.pid" "$dir/err" 0.05
 cmd=$(cat "$dir/cmd.pid")
 kill -STOP "$pid"
 # (A killed CMD stays a zombie until dlock, its parent, is continued and reaps it.)

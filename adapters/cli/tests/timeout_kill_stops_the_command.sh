@@ -25,11 +25,7 @@ timeout -s KILL 60 "$dlock" run --uri "$uri" job -- sh -c "
   echo \$\$ > '$dir/tmp.pid'; mv '$dir/tmp.pid' '$dir/cmd.pid'
   while :; do sleep 0.05; done" 2> "$dir/err" &
 tpid=$!
-i=0
-while [ ! -s "$dir/cmd.pid" ]; do
-  i=$((i + 1)); [ $i -lt 200 ] || { echo "CMD never started" >&2; cat "$dir/err" >&2; exit 1; }
-  sleep 0.05
-done
+wait_started "$dir/cmd.pid" "$dir/err" 0.05
 cmd=$(cat "$dir/cmd.pid")
 # SIGALRM is timeout's own expiry: it SIGKILLs dlock, then its process group (itself too).
 kill -ALRM "$tpid"

@@ -20,3 +20,19 @@ wait_gone() {
   done
   ms=$(( ($(date +%s%N) - _start) / 1000000 ))
 }
+#
+# wait_started FILE ERR STEP: waits, polling 200 times every STEP seconds, until CMD has
+# written FILE (non-empty); exits the script with "CMD never started" and dlock's stderr
+# (the file ERR) if it has not.
+wait_started() {
+  _i=0
+  while [ ! -s "$1" ]; do
+    _i=$((_i + 1))
+    if [ "$_i" -ge 200 ]; then
+      echo "CMD never started" >&2
+      cat "$2" >&2
+      exit 1
+    fi
+    sleep "$3"
+  done
+}
