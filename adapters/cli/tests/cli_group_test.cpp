@@ -3,7 +3,9 @@
 // group down with it.
 #include <gtest/gtest.h>
 
+#include <fcntl.h>
 #include <signal.h>
+#include <sys/resource.h>
 
 #include <filesystem>
 #include <fstream>
@@ -112,9 +114,9 @@ TEST(CliGroup, KillingDlockStopsTheCommandAndWhatItStarted) {
   EXPECT_EQ(after.code, 0) << after.err;
 }
 
-// A dlock killed on a backend that frees its lock with the process (file://, SQL sessions)
-// leaves the lock to the next holder at once: a command that ignores SIGTERM must not run
-// on for --grace next to that holder.
+// A dlock killed on a backend that frees its lock with the process (file://, SQL sessions):
+// its guard keeps the lock only until the command is gone, so a command that ignores SIGTERM
+// gets no --grace (8 s here) and the next holder waits well under that, never beside it.
 TEST(CliGroup, KillingDlockOnASessionBackendLeavesTheCommandNoGraceBesideTheNextHolder) {
   Sandbox box;
   auto shpid = box.dir() / "sh.pid";
@@ -124,9 +126,62 @@ TEST(CliGroup, KillingDlockOnASessionBackendLeavesTheCommandNoGraceBesideTheNext
   ASSERT_GT(shell.pid, 0) << box.wait(p).err;
   ::kill(p, SIGKILL);
   box.wait(p);
-  auto next = box.run({"run", "--uri", box.file_uri(), "--wait", "0", "job", "--", "true"});
-  EXPECT_EQ(next.code, 0) << "file:// frees the lock with its holder: " << next.err;
+  // Exit 9 if the old command still runs (a zombie has ended) once the next holder has the lock.
+  const std::string old_gone = "s=$(cut -d' ' -f3 /proc/" + std::to_string(shell.pid) +
+                               "/stat 2>/dev/null); [ -z \"$s\" ] || [ \"$s\" = Z ] || exit 9";
+  auto next = box.run({"run", "--uri", box.file_uri(), "--wait", "3s", "job", "--", "sh", "-c", old_gone});
+  EXPECT_EQ(next.code, 0) << "want the lock within 3 s, after the old command (9: it still ran): "
+                          << next.err;
   EXPECT_TRUE(dies_within(shell.pid, milliseconds(2000))) << "the command ran on beside the next holder";
+}
+
+// Descriptors this process holds open, inherited by what it starts, until destroyed.
+class InheritedDescriptors {
+ public:
+  explicit InheritedDescriptors(int count) {
+    rlimit limit{};
+    ::getrlimit(RLIMIT_NOFILE, &limit);
+    limit.rlim_cur = limit.rlim_max;  // raising the soft limit to the hard one is allowed
+    ::setrlimit(RLIMIT_NOFILE, &limit);
+    for (int i = 0; i < count; ++i) {
+      const int fd = ::open("/dev/null", O_RDONLY);  // no O_CLOEXEC: inherited
+      if (fd < 0) break;
+      fds_.push_back(fd);
+    }
+  }
+  ~InheritedDescriptors() {
+    for (int fd : fds_) ::close(fd);
+  }
+  std::size_t size() const { return fds_.size(); }
+
+ private:
+  std::vector<int> fds_;
+};
+
+// A dlock killed the moment CMD starts (here by CMD itself, its first act) must already have
+// CMD guarded: nothing of CMD may run before its guard is up. dlock started with many
+// descriptors takes longer between starting CMD and its guard (it lists them): unguarded, a
+// CMD that ignores SIGTERM ran on forever, on file:// without the lock (10 of 10 runs).
+TEST(CliGroup, ACommandThatKillsDlockAtOnceIsStillStopped) {
+  Sandbox box;
+  InheritedDescriptors many(2000);
+  ASSERT_GE(many.size(), 500U) << "could not open enough descriptors to widen the window";
+  for (int round = 0; round < 10; ++round) {
+    const auto shpid = box.dir() / ("sh" + std::to_string(round) + ".pid");
+    pid_t p = box.start({"run", "--uri", box.file_uri(), "--grace", "8s", "job", "--", "sh", "-c",
+                         "trap '' TERM; kill -9 $PPID; echo $$ > '" + shpid.string() +
+                             "'; while :; do sleep 0.05; done"});
+    const auto r = box.wait(p);
+    ASSERT_EQ(r.code, 128 + SIGKILL) << "round " << round << ": the command did not run: " << r.err;
+    // A guard may kill the shell before it writes its pid: then it is stopped already.
+    std::this_thread::sleep_for(milliseconds(300));
+    std::ifstream in(shpid);
+    pid_t pid = 0;
+    if (!(in >> pid)) continue;
+    Reaper shell{pid};
+    ASSERT_TRUE(dies_within(shell.pid, milliseconds(2000)))
+        << "round " << round << ": the command ran on without a guard after dlock died";
+  }
 }
 
 // A dlock stopped (SIGSTOP, a debugger) past its --lease: the guard kills CMD a margin before
