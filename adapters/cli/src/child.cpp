@@ -54,26 +54,82 @@ void without_sigttou(F f) {
 
 }  // namespace
 
-pid_t spawn_command(const std::vector<std::string>& argv, const std::vector<std::string>& env,
-                    const sigset_t& mask) {
-  posix_spawnattr_t attr;
-  if (int e = ::posix_spawnattr_init(&attr); e != 0) return -e;
-  ::posix_spawnattr_setsigmask(&attr, &mask);
-  ::posix_spawnattr_setpgroup(&attr, 0);  // a group of its own, led by the command
-  ::posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETPGROUP);
+HeldCommand::HeldCommand(const std::vector<std::string>& argv, const std::vector<std::string>& env,
+                         const sigset_t& mask) {
+  // Everything the child needs is made before fork(): dlock has threads, so the child may only
+  // make async-signal-safe calls (execvpe searches $PATH on its own stack).
   std::vector<char*> args = c_strings(argv);
   std::vector<char*> envp = c_strings(env);
-  pid_t pid = -1;
-  int e = ::posix_spawnp(&pid, args[0], nullptr, &attr, args.data(), envp.data());
-  ::posix_spawnattr_destroy(&attr);
-  if (e != 0) return -e;
+  int go[2], failed[2];
+  // A socket pair for `go`: send(MSG_NOSIGNAL) to a held process that was killed fails with
+  // EPIPE instead of killing dlock with SIGPIPE.
+  if (::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, go) != 0) {
+    throw Error(ErrorCode::internal, std::string("cannot start the command: socketpair: ") + std::strerror(errno));
+  }
+  if (::pipe2(failed, O_CLOEXEC) != 0) {
+    const int e = errno;
+    ::close(go[0]);
+    ::close(go[1]);
+    throw Error(ErrorCode::internal, std::string("cannot start the command: pipe: ") + std::strerror(e));
+  }
+  const pid_t pid = ::fork();
+  if (pid == 0) {
+    ::close(go[1]);
+    ::close(failed[0]);
+    ::setpgid(0, 0);  // a group of its own, led by the command
+    char byte = 0;
+    ssize_t n;
+    while ((n = ::read(go[0], &byte, 1)) < 0 && errno == EINTR) {
+    }
+    if (n != 1) ::_exit(kExitInternal);  // dlock is gone or gave up: run nothing
+    ::sigprocmask(SIG_SETMASK, &mask, nullptr);
+    ::execvpe(args[0], args.data(), envp.data());
+    const int e = errno;
+    (void)!::write(failed[1], &e, sizeof e);
+    ::_exit(e == ENOENT ? kExitNotFound : kExitCannotRun);
+  }
+  const int fork_error = errno;
+  ::close(go[0]);
+  ::close(failed[1]);
+  if (pid < 0) {
+    ::close(go[1]);
+    ::close(failed[0]);
+    throw Error(ErrorCode::internal, std::string("cannot start the command: fork: ") + std::strerror(fork_error));
+  }
+  pid_ = pid;
+  go_ = go[1];
+  failed_ = failed[0];
+  ::setpgid(pid, pid);  // also here: the group exists once the constructor returns
   // Without this an interactive command, now in a background group, would be stopped by
   // SIGTTIN on its first read from the terminal.
   if (::isatty(STDIN_FILENO) && ::tcgetpgrp(STDIN_FILENO) == ::getpgrp()) {
     without_sigttou([&] { g_took_terminal = ::tcsetpgrp(STDIN_FILENO, pid) == 0; });
-    ::kill(-pid, SIGCONT);  // in case it read the terminal before the hand-over
   }
-  return pid;
+}
+
+HeldCommand::~HeldCommand() {
+  if (go_ < 0) return;
+  ::close(go_);  // end of file: the held process exits
+  ::close(failed_);
+  while (::waitpid(pid_, nullptr, 0) < 0 && errno == EINTR) {
+  }
+}
+
+int HeldCommand::release() {
+  const char go = 1;
+  ::send(go_, &go, 1, MSG_NOSIGNAL);  // if it fails, the process is gone: its exit tells how
+  ::close(go_);
+  go_ = -1;
+  int error = 0;
+  ssize_t n;
+  while ((n = ::read(failed_, &error, sizeof error)) < 0 && errno == EINTR) {
+  }
+  ::close(failed_);
+  failed_ = -1;
+  if (n != static_cast<ssize_t>(sizeof error)) return 0;  // end of file: the exec closed it
+  while (::waitpid(pid_, nullptr, 0) < 0 && errno == EINTR) {
+  }
+  return -error;
 }
 
 void restore_terminal() noexcept {

@@ -14,16 +14,36 @@
 
 namespace dlock::cli {
 
-// Starts `argv` (argv[0] looked up in $PATH) with environment `env` ("NAME=VALUE" entries)
-// and signal mask `mask`, in a process group of its own (its pid is the group id), so that
-// dlock can signal everything the command starts. If dlock's stdin is a terminal whose
-// foreground group is dlock's, the command's group becomes the foreground one (an
-// interactive command can still read the terminal); restore_terminal() gives it back.
-// stdin/stdout/stderr are inherited.
-// Returns the child's pid, or -errno if it could not be started (ENOENT: not found).
-// REQUIRES: argv is not empty.
-pid_t spawn_command(const std::vector<std::string>& argv, const std::vector<std::string>& env,
-                    const sigset_t& mask);
+// A command started but held before its exec: its process and its process group (the pid)
+// exist, so its guard can be set on them, and nothing of the command runs until
+// release_command(). A held process that sees dlock gone (or the HeldCommand dropped)
+// exits without running anything.
+class HeldCommand {
+ public:
+  // Forks the held process for `argv` (argv[0] looked up in $PATH as execvp does) with
+  // environment `env` ("NAME=VALUE" entries), to run with signal mask `mask`, in a process
+  // group of its own. If dlock's stdin is a terminal whose foreground group is dlock's, the
+  // command's group becomes the foreground one (an interactive command can still read the
+  // terminal); restore_terminal() gives it back. stdin/stdout/stderr are inherited.
+  // Throws Error(internal) if it cannot fork. REQUIRES: argv is not empty.
+  HeldCommand(const std::vector<std::string>& argv, const std::vector<std::string>& env, const sigset_t& mask);
+  // Not released: the held process exits without running the command, and is reaped.
+  ~HeldCommand();
+  HeldCommand(const HeldCommand&) = delete;
+  HeldCommand& operator=(const HeldCommand&) = delete;
+
+  // The command's pid, which is its process group's id.
+  pid_t pid() const { return pid_; }
+
+  // Lets the command run. Returns 0 once it runs, or -errno if it could not be executed
+  // (ENOENT: not found); the process has then exited and is reaped. Call it once.
+  int release();
+
+ private:
+  pid_t pid_ = -1;
+  int go_ = -1;      // dlock's end: one byte lets the held process exec, end of file ends it
+  int failed_ = -1;  // read end: the exec's errno, or end of file once the exec succeeded
+};
 
 // Gives the terminal's foreground back to dlock's group if spawn_command took it. Never throws.
 void restore_terminal() noexcept;

@@ -181,22 +181,27 @@ int run_with_signals(const RunArgs& args, SignalFd& signals, const std::vector<i
   lease->on_lost([&lost] { lost.notify(); });
 
   support::close_new_descriptors_on_exec(inherited);  // CMD and its guard get none of the lock service's
-  pid_t pid = spawn_command(args.command, child_environment(*lease, provider->uri()), signals.original_mask());
-  if (pid < 0) {
-    release_quietly(*lease, shown);
-    std::cerr << "dlock: cannot run " << args.command[0] << ": " << std::strerror(-pid) << "\n";
-    return pid == -ENOENT ? kExitNotFound : kExitCannotRun;
-  }
+  const std::vector<int> lock_descriptors = own_descriptors(inherited);
+  // CMD is held before its exec until its guard is up: a dlock killed in between leaves
+  // nothing of CMD running unguarded.
+  std::optional<HeldCommand> held;
   std::optional<CommandGuard> guard;
   try {
-    guard.emplace(pid, guard_grace(args, provider->capabilities()), own_descriptors(inherited));
+    held.emplace(args.command, child_environment(*lease, provider->uri()), signals.original_mask());
+    guard.emplace(held->pid(), guard_grace(args, provider->capabilities()), lock_descriptors);
   } catch (const Error&) {
-    // Unguarded, the command could outlive a crashed dlock: do not run it at all.
-    ::kill(-pid, SIGKILL);
-    ::waitpid(pid, nullptr, 0);
+    held.reset();  // it runs nothing
     restore_terminal();
     release_quietly(*lease, shown);
     throw;
+  }
+  const pid_t pid = held->pid();
+  if (const int failed = held->release(); failed != 0) {
+    guard->finish();
+    restore_terminal();
+    release_quietly(*lease, shown);
+    std::cerr << "dlock: cannot run " << args.command[0] << ": " << std::strerror(-failed) << "\n";
+    return failed == -ENOENT ? kExitNotFound : kExitCannotRun;
   }
 
   StopPlan plan;
