@@ -118,6 +118,17 @@ TEST(CliRun, MissingCommandGives127) {
   EXPECT_EQ(after.code, 0) << "the lock must have been released: " << after.err;
 }
 
+TEST(CliRun, ACommandThatCannotBeExecutedGives126AndFreesTheLock) {
+  Sandbox box;
+  const auto script = box.dir() / "not-executable";
+  std::ofstream(script) << "#!/bin/sh\nexit 0\n";  // mode 0644: no execute permission
+  auto r = box.run({"run", "--uri", box.file_uri(), "job", "--", script.string()});
+  EXPECT_EQ(r.code, 126) << r.err;
+  EXPECT_NE(r.err.find("Permission denied"), std::string::npos) << r.err;
+  auto after = box.run({"run", "--uri", box.file_uri(), "--wait", "0", "job", "--", "true"});
+  EXPECT_EQ(after.code, 0) << "the lock must have been released: " << after.err;
+}
+
 TEST(CliRun, DefaultUriIsAPrivateDirUnderXdgRuntimeDir) {
   Sandbox box;
   auto r = box.run({"run", "-v", "job", "--", "true"});
