@@ -135,6 +135,91 @@ TEST(CliGroup, KillingDlockOnASessionBackendLeavesTheCommandNoGraceBesideTheNext
   EXPECT_TRUE(dies_within(shell.pid, milliseconds(2000))) << "the command ran on beside the next holder";
 }
 
+// A script that ignores SIGTERM, writes its pid into the file named by its first argument and
+// runs until killed (a `sleep 0.05` child at a time, in its group).
+std::filesystem::path stubborn_script(const Sandbox& box) {
+  const auto path = box.dir() / "stubborn.sh";
+  std::ofstream(path) << "trap '' TERM\necho $$ > \"$1.tmp\"; mv \"$1.tmp\" \"$1\"\n"
+                         "while :; do sleep 0.05; done\n";
+  return path;
+}
+
+// A command for the next holder: exit 9 if process `pid` still runs (a zombie has ended).
+std::vector<std::string> exit_9_if_running(pid_t pid) {
+  return {"sh", "-c", "s=$(cut -d' ' -f3 /proc/" + std::to_string(pid) +
+                          "/stat 2>/dev/null); [ -z \"$s\" ] || [ \"$s\" = Z ] || exit 9"};
+}
+
+std::vector<std::string> concat(std::vector<std::string> a, const std::vector<std::string>& b) {
+  a.insert(a.end(), b.begin(), b.end());
+  return a;
+}
+
+// A nested `dlock run` puts its own CMD in a group of its own. When the outer dlock is
+// killed, its guard must stop that CMD too before the outer lock is free: the inner guard
+// alone gives it the inner grace (on a lease backend, here mem://, up to the inner --grace:
+// 8 s), while the next outer holder runs. Before: the next holder ran beside it, which lived
+// on for the whole 8 s.
+TEST(CliGroup, KillingAnOuterDlockStopsTheNestedCommandBeforeTheLockIsFree) {
+  Sandbox box;
+  const auto inner_pid = box.dir() / "inner.pid";
+  pid_t p = box.start({"run", "--uri", box.file_uri(), "outer", "--", DLOCK_CLI_PATH, "run",
+                       "--uri", "mem://", "--grace", "8s", "inner", "--", "sh",
+                       stubborn_script(box).string(), inner_pid.string()});
+  Reaper inner{read_pid(inner_pid)};
+  ASSERT_GT(inner.pid, 0) << box.wait(p).err;
+  const auto killed = std::chrono::steady_clock::now();
+  ::kill(p, SIGKILL);
+  box.wait(p);
+  auto next = box.run(concat({"run", "--uri", box.file_uri(), "--wait", "5s", "outer", "--"},
+                             exit_9_if_running(inner.pid)));
+  EXPECT_EQ(next.code, 0) << "want the outer lock within 5 s, after the nested command "
+                          << "(9: it still ran): " << next.err;
+  const bool gone = dies_within(inner.pid, milliseconds(3000));
+  const auto took =
+      std::chrono::duration_cast<milliseconds>(std::chrono::steady_clock::now() - killed);
+  EXPECT_TRUE(gone && took < milliseconds(3000))
+      << "the nested command still ran " << took.count() << " ms after the outer dlock's SIGKILL";
+}
+
+// `bash -c 'set -m; JOB & wait'` puts JOB in a process group of its own (job control, as
+// timeout(1) does for itself). A lost lock (here --max-hold) must stop it too, though it
+// ignores SIGTERM. Before: only CMD's group was signalled, and JOB ran on.
+TEST(CliGroup, ALostLockStopsAJobInAGroupOfItsOwn) {
+  Sandbox box;
+  const auto job_pid = box.dir() / "job.pid";
+  const std::string stubborn =
+      "sh '" + stubborn_script(box).string() + "' '" + job_pid.string() + "'";
+  auto r = box.run({"run", "--uri", box.file_uri(), "--max-hold", "300ms", "--grace", "300ms",
+                    "job", "--", "bash", "-c", "set -m; " + stubborn + " & wait"},
+                   {}, milliseconds(10000));
+  Reaper job{read_pid(job_pid)};
+  ASSERT_GT(job.pid, 0) << r.err;
+  EXPECT_EQ(r.code, 70) << r.err;
+  EXPECT_TRUE(dies_within(job.pid, milliseconds(2000)))
+      << "a job in a group of its own outlived the lost lock";
+}
+
+// timeout(1) (without --foreground) moves itself and its command into a group of their own.
+// A dlock killed with SIGKILL: its guard must stop them before the lock is free. Before: the
+// guard stopped CMD's group only, and the next holder ran beside the timed command.
+TEST(CliGroup, KillingDlockStopsACommandThatTimeoutMovedToAGroupOfItsOwn) {
+  Sandbox box;
+  const auto job_pid = box.dir() / "job.pid";
+  const std::string timed = "sh '" + stubborn_script(box).string() + "' '" + job_pid.string() + "'";
+  pid_t p = box.start({"run", "--uri", box.file_uri(), "--grace", "300ms", "job", "--", "sh", "-c",
+                       "timeout 300 " + timed + "; echo not-stopped"});
+  Reaper job{read_pid(job_pid)};
+  ASSERT_GT(job.pid, 0) << box.wait(p).err;
+  ::kill(p, SIGKILL);
+  box.wait(p);
+  auto next = box.run(concat({"run", "--uri", box.file_uri(), "--wait", "5s", "job", "--"},
+                             exit_9_if_running(job.pid)));
+  EXPECT_EQ(next.code, 0) << "want the lock within 5 s, after the timed command (9: it still ran): "
+                          << next.err;
+  EXPECT_TRUE(dies_within(job.pid, milliseconds(2000))) << "the timed command outlived dlock";
+}
+
 // Descriptors this process holds open, inherited by what it starts, until destroyed.
 class InheritedDescriptors {
  public:
