@@ -1,6 +1,5 @@
 #include "child.h"
 
-#include <dirent.h>
 #include <fcntl.h>
 #include <spawn.h>
 #include <sys/prctl.h>
@@ -11,19 +10,21 @@
 #include <algorithm>
 #include <cerrno>
 #include <charconv>
-#include <cstdio>
 #include <cstdlib>
 #include <cstdint>
 #include <cstring>
 #include <optional>
-#include <string_view>
 #include <thread>
 
 #include "dlock/error.h"
 #include "exit_codes.h"
+#include "process_tree.h"
 
 namespace dlock::cli {
 namespace {
+
+// How often a stop in progress looks for new processes in the command's tree.
+constexpr std::chrono::milliseconds kRescan{50};
 
 std::vector<char*> c_strings(const std::vector<std::string>& strings) {
   std::vector<char*> out;
@@ -141,6 +142,8 @@ void restore_terminal() noexcept {
 ChildExit supervise(pid_t pid, SignalFd& signals, const EventFd& lost, const StopPlan& plan) {
   using Clock = std::chrono::steady_clock;
   ChildExit result;
+  // What is stopped: CMD's group and all that descends from it (never dlock, nor its group).
+  ProcessTree tree(pid, {::getpid()}, {::getpgrp()});
   std::optional<Clock::time_point> kill_at;  // set once SIGTERM was sent to stop it
   bool killed = false;
   bool lost_handled = false;
@@ -155,8 +158,7 @@ ChildExit supervise(pid_t pid, SignalFd& signals, const EventFd& lost, const Sto
     const auto now = Clock::now();
     kill_at = std::min(now + plan.grace, std::max(latest, now));
     if (tell) tell(std::chrono::ceil<std::chrono::milliseconds>(*kill_at - now));
-    ::kill(-pid, SIGTERM);
-    ::kill(-pid, SIGCONT);  // a stopped command (Ctrl-Z) handles SIGTERM once continued
+    tree.terminate();  // SIGCONT too: a stopped command (Ctrl-Z) handles SIGTERM once continued
   };
   for (;;) {
     // WNOWAIT: the exited command stays a zombie, so its pid (the group's id) cannot be
@@ -172,7 +174,7 @@ ChildExit supervise(pid_t pid, SignalFd& signals, const EventFd& lost, const Sto
         result.lost = true;
         if (plan.on_lost_at_exit) plan.on_lost_at_exit();
       }
-      if (result.lost) ::kill(-pid, SIGKILL);  // what it started must not run on unprotected
+      if (result.lost) tree.kill();  // what it started must not run on unprotected
       int status = 0;
       while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
       }
@@ -188,10 +190,12 @@ ChildExit supervise(pid_t pid, SignalFd& signals, const EventFd& lost, const Sto
     const auto now = Clock::now();
     if (kill_at && !killed) {
       if (now >= *kill_at) {
-        ::kill(-pid, SIGKILL);
+        tree.kill();
         killed = true;
       } else {
-        timeout = std::chrono::ceil<std::chrono::milliseconds>(*kill_at - now);
+        // What the tree starts meanwhile is found while its parent lives, then killed too.
+        tree.refresh();
+        timeout = std::min(std::chrono::ceil<std::chrono::milliseconds>(*kill_at - now), kRescan);
       }
     } else if (!kill_at && plan.stop_at) {
       if (now >= *plan.stop_at) {
@@ -320,45 +324,14 @@ void CommandGuard::finish() noexcept {
 
 namespace {
 
-// True while a process of group `pgid` exists that is not a zombie (a killed process whose
-// parent has not reaped it yet runs no code).
-bool group_runs(pid_t pgid) {
-  if (::kill(-pgid, 0) != 0) return false;
-  DIR* dir = ::opendir("/proc");
-  if (dir == nullptr) return true;  // cannot tell zombies apart: count them as running
-  bool runs = false;
-  while (const dirent* e = ::readdir(dir)) {
-    const std::string_view name(e->d_name);
-    if (name.empty() || name[0] < '0' || name[0] > '9') continue;
-    const std::string path = "/proc/" + std::string(name) + "/stat";
-    char buf[512];
-    const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-    if (fd < 0) continue;
-    const ssize_t n = ::read(fd, buf, sizeof buf - 1);
-    ::close(fd);
-    if (n <= 0) continue;
-    buf[n] = '\0';
-    // "pid (comm) state ppid pgrp ...": comm may hold anything, ')' included.
-    const std::string_view stat(buf, static_cast<std::size_t>(n));
-    const std::size_t close_paren = stat.rfind(')');
-    if (close_paren == std::string_view::npos || close_paren + 2 >= stat.size()) continue;
-    const char state = stat[close_paren + 2];
-    long ppid = 0, pgrp = 0;
-    if (std::sscanf(buf + close_paren + 3, " %ld %ld", &ppid, &pgrp) != 2) continue;
-    if (pgrp == pgid && state != 'Z' && state != 'X') {
-      runs = true;
-      break;
-    }
+// SIGKILLs `tree`, then waits for all of it to be gone (zombies aside): until then the lock
+// descriptors this guard holds keep a lock that ends with them held.
+void kill_tree(ProcessTree& tree) {
+  tree.kill();
+  for (ProcessTree::Scan scan = tree.refresh(); scan.runs; scan = tree.refresh()) {
+    if (scan.grew) tree.kill();
+    std::this_thread::sleep_for(std::chrono::milliseconds(2));
   }
-  ::closedir(dir);
-  return runs;
-}
-
-// SIGKILLs group `pgid`, then waits for it to be gone: until then the lock descriptors this
-// guard holds keep a lock that ends with them held.
-void kill_group(pid_t pgid) {
-  ::kill(-pgid, SIGKILL);
-  while (group_runs(pgid)) std::this_thread::sleep_for(std::chrono::milliseconds(2));
 }
 
 // Closes every descriptor from 3 on but those in `keep` (sorted).
@@ -391,6 +364,10 @@ int run_guard(int argc, const char* const* argv) {
     keep.push_back(static_cast<int>(fd));
   }
   std::sort(keep.begin(), keep.end());
+  // The command's tree, never this guard nor dlock (the parent, while it lives) nor their
+  // groups: a nested dlock's guard is in an outer one's tree, never in its own.
+  const pid_t dlock = ::getppid();
+  ProcessTree tree(pgid, {::getpid(), dlock}, {::getpgrp(), ::getpgid(dlock)});
   // /proc/self/exe makes the process name "exe" whatever argv[0] says.
   ::prctl(PR_SET_NAME, kGuardName, 0, 0, 0);
   for (int s : kForwardedSignals) ::signal(s, SIG_IGN);
@@ -409,8 +386,8 @@ int run_guard(int argc, const char* const* argv) {
       if (Clock::now() < kill_by) continue;  // EINTR
       // dlock is alive but told nothing newer (stopped, frozen): the lock may be someone
       // else's a margin from now. SIGTERM for form, SIGKILL at once.
-      ::kill(-pgid, SIGTERM);
-      kill_group(pgid);
+      tree.terminate();
+      kill_tree(tree);
       return 0;
     }
     char kind = 0;
@@ -422,13 +399,13 @@ int run_guard(int argc, const char* const* argv) {
   }
   // End of file: dlock died without a word. Its lock ends with it, or with its lease (by
   // kill_by, it said), or is kept by the descriptors held here until the group is gone.
-  if (::kill(-pgid, SIGTERM) != 0) return 0;
+  tree.terminate();
   const auto kill_at = std::min(Clock::now() + std::chrono::milliseconds(grace_ms), kill_by);
   for (auto now = Clock::now(); now < kill_at; now = Clock::now()) {
-    if (!group_runs(pgid)) return 0;
+    if (!tree.refresh().runs) return 0;  // also finds what the tree starts meanwhile
     std::this_thread::sleep_for(std::min<Clock::duration>(std::chrono::milliseconds(20), kill_at - now));
   }
-  kill_group(pgid);
+  kill_tree(tree);
   return 0;
 }
 

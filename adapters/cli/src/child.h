@@ -76,14 +76,15 @@ struct StopPlan {
 };
 
 // Blocks until child `pid` has exited, then returns how. Meanwhile forwards every signal
-// read from `signals` except SIGCHLD to the child's process group. Once `lost` becomes
-// readable, or plan.stop_at comes, it calls plan.on_lost or plan.on_stop and sends the group
-// SIGTERM, then SIGKILL if the command is still alive `grace` later (after a loss: by the
-// kill deadline, plan.lock_end() - plan.margin, if that comes sooner); once the command
-// itself has exited after that, whatever is left of its group gets SIGKILL at once. A
-// command found exited when `lost` is already readable or the kill deadline has passed counts
-// as stopped by a loss too (plan.on_lost_at_exit; its group gets SIGKILL): dlock cannot tell
-// which came first. While the lock is held it passes the kill deadline to
+// read from `signals` except SIGCHLD to the child's process group (job control: the group
+// only). Once `lost` becomes readable, or plan.stop_at comes, it calls plan.on_lost or
+// plan.on_stop and sends the command's process tree (its group and all that descends from
+// it, in groups of their own too: ProcessTree) SIGTERM, then SIGKILL if the command is still
+// alive `grace` later (after a loss: by the kill deadline, plan.lock_end() - plan.margin, if
+// that comes sooner); once the command itself has exited after that, whatever is left of the
+// tree gets SIGKILL at once. A command found exited when `lost` is already readable or the
+// kill deadline has passed counts as stopped by a loss too (plan.on_lost_at_exit; its tree
+// gets SIGKILL): dlock cannot tell which came first. While the lock is held it passes the kill deadline to
 // plan.report_kill_deadline, checking it at least every quarter of the time left (at most
 // every 200 ms). Sleeps in poll(); no busy waiting. Never throws.
 ChildExit supervise(pid_t pid, SignalFd& signals, const EventFd& lost, const StopPlan& plan);
@@ -91,14 +92,16 @@ ChildExit supervise(pid_t pid, SignalFd& signals, const EventFd& lost, const Sto
 // A dlock killed with SIGKILL (OOM killer, `timeout -s KILL`, a crash) cannot stop its
 // command, so a guard process does: `dlock` re-executed in guard mode (run_guard), holding
 // one end of a socket pair whose other end only this dlock has. When dlock dies the socket
-// reaches end-of-file and the guard sends the command's group SIGTERM, then SIGKILL after
-// `grace` or at the last kill deadline it was told, whichever comes first. It holds copies
-// of `lock_descriptors` (the lock service's: a file:// lock's descriptor, a session's
-// connection), so a lock that ends with its holder's descriptors outlives dlock until the
-// guard has seen the group gone. A dlock that is alive but stopped (SIGSTOP, a frozen
-// cgroup, a debugger) renews nothing, so the guard is also told by when the command must be
-// dead (kill_by: a margin before the lock may be granted to someone else): if that time
-// comes without a later one, the guard kills the group then. finish() (also the destructor)
+// reaches end-of-file and the guard sends the command's process tree (as supervise() does:
+// its group and all that descends from it; never the guard, dlock or dlock's group) SIGTERM,
+// then SIGKILL after `grace` or at the last kill deadline it was told, whichever comes first.
+// It holds copies of `lock_descriptors` (the lock service's: a file:// lock's descriptor, a
+// session's connection), so a lock that ends with its holder's descriptors outlives dlock
+// until the guard has seen every process of the tree gone (zombies aside). A dlock that is
+// alive but stopped (SIGSTOP, a frozen cgroup, a debugger) renews nothing, so the guard is
+// also told by when the command must be dead (kill_by: a margin before the lock may be
+// granted to someone else): if that time comes without a later one, the guard kills the
+// tree then. finish() (also the destructor)
 // tells the guard the command ended normally. The guard runs in a session of its own, so a
 // signal to dlock's whole process group (which timeout(1) sends) leaves it alive to do its
 // job; its name (argv[0] and /proc comm) is kGuardName, so `pkill dlock` leaves it too.
@@ -116,7 +119,7 @@ class CommandGuard {
   // changed. Never throws (a guard that is gone is not told).
   void kill_by(std::chrono::steady_clock::time_point deadline) noexcept;
 
-  // Stops the guard without it touching the group, and reaps it. Idempotent; never throws.
+  // Stops the guard without it touching the command, and reaps it. Idempotent; never throws.
   void finish() noexcept;
 
  private:

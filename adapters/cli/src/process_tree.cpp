@@ -1,0 +1,181 @@
+#include "process_tree.h"
+
+#include <dirent.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <unistd.h>
+
+#include <charconv>
+#include <deque>
+#include <string>
+#include <utility>
+
+namespace dlock::cli {
+namespace {
+
+// Reads one number at `pos` of `text` (after spaces); false if there is none.
+template <class T>
+bool read_number(std::string_view text, std::size_t& pos, T& out) {
+  while (pos < text.size() && text[pos] == ' ') ++pos;
+  const char* begin = text.data() + pos;
+  const auto [end, error] = std::from_chars(begin, text.data() + text.size(), out);
+  if (error != std::errc{}) return false;
+  pos += static_cast<std::size_t>(end - begin);
+  return true;
+}
+
+// Skips one space-separated field at `pos`; false if there is none.
+bool skip_field(std::string_view text, std::size_t& pos) {
+  while (pos < text.size() && text[pos] == ' ') ++pos;
+  const std::size_t start = pos;
+  while (pos < text.size() && text[pos] != ' ') ++pos;
+  return pos > start;
+}
+
+bool dead(char state) { return state == 'Z' || state == 'X'; }
+
+}  // namespace
+
+std::optional<ProcessStat> parse_stat(std::string_view text) {
+  ProcessStat out;
+  std::size_t pos = 0;
+  if (!read_number(text, pos, out.pid) || text.substr(pos, 2) != " (") return std::nullopt;
+  const std::size_t close_paren = text.rfind(')');
+  if (close_paren == std::string_view::npos || close_paren < pos) return std::nullopt;
+  pos = close_paren + 1;
+  if (text.substr(pos, 1) != " " || pos + 1 >= text.size()) return std::nullopt;
+  out.state = text[pos + 1];
+  pos += 2;
+  if (!read_number(text, pos, out.ppid) || !read_number(text, pos, out.pgrp)) return std::nullopt;
+  // session tty_nr tpgid flags minflt cminflt majflt cmajflt utime stime cutime cstime
+  // priority nice num_threads itrealvalue, then starttime (proc(5), fields 6 to 22).
+  for (int field = 6; field < 22; ++field) {
+    if (!skip_field(text, pos)) return std::nullopt;
+  }
+  if (!read_number(text, pos, out.start)) return std::nullopt;
+  return out;
+}
+
+std::optional<std::vector<ProcessStat>> read_processes() {
+  DIR* dir = ::opendir("/proc");
+  if (dir == nullptr) return std::nullopt;
+  std::vector<ProcessStat> out;
+  while (const dirent* e = ::readdir(dir)) {
+    const std::string_view name(e->d_name);
+    if (name.empty() || name.find_first_not_of("0123456789") != std::string_view::npos) continue;
+    const std::string path = "/proc/" + std::string(name) + "/stat";
+    const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+    if (fd < 0) continue;  // ended meanwhile
+    char buf[1024];        // a line is a few hundred bytes; COMM is at most 64
+    const ssize_t n = ::read(fd, buf, sizeof buf);
+    ::close(fd);
+    if (n <= 0) continue;
+    const std::string_view text(buf, static_cast<std::size_t>(n));
+    if (std::optional<ProcessStat> stat = parse_stat(text)) out.push_back(*stat);
+  }
+  ::closedir(dir);
+  return out;
+}
+
+ProcessTree::ProcessTree(pid_t pgid, std::vector<pid_t> spared_pids,
+                         std::vector<pid_t> spared_groups)
+    : spared_pids_(spared_pids.begin(), spared_pids.end()),
+      spared_groups_(spared_groups.begin(), spared_groups.end()),
+      groups_{pgid} {}
+
+bool ProcessTree::spared(pid_t pid) const { return pid <= 1 || spared_pids_.count(pid) != 0; }
+
+ProcessTree::Scan ProcessTree::update(const std::vector<ProcessStat>& processes) {
+  std::map<pid_t, const ProcessStat*> by_pid;
+  std::map<pid_t, std::vector<pid_t>> children, by_group;
+  for (const ProcessStat& p : processes) {
+    by_pid[p.pid] = &p;
+    children[p.ppid].push_back(p.pid);
+    by_group[p.pgrp].push_back(p.pid);
+  }
+  std::map<pid_t, std::uint64_t> members;
+  std::deque<pid_t> queue;
+  auto add = [&](pid_t pid) {
+    const auto it = by_pid.find(pid);
+    if (spared(pid) || it == by_pid.end()) return;
+    if (members.emplace(pid, it->second->start).second) queue.push_back(pid);
+  };
+  for (auto it = groups_.begin(); it != groups_.end();) {
+    const auto found = by_group.find(*it);
+    if (found == by_group.end()) {
+      it = groups_.erase(it);  // gone for good: a group by that id later is someone else's
+    } else {
+      for (pid_t pid : found->second) add(pid);
+      ++it;
+    }
+  }
+  for (auto it = lone_.begin(); it != lone_.end();) {
+    const auto found = by_pid.find(it->first);
+    if (found == by_pid.end() || found->second->start != it->second) {
+      it = lone_.erase(it);  // gone, its pid maybe someone else's now
+    } else {
+      add((it++)->first);
+    }
+  }
+  while (!queue.empty()) {
+    const ProcessStat& p = *by_pid[queue.front()];
+    queue.pop_front();
+    if (p.pgrp == p.pid && p.pgrp > 1 && spared_groups_.count(p.pgrp) == 0) {
+      if (groups_.insert(p.pgrp).second) {  // a group made inside the tree: all of it
+        for (pid_t pid : by_group[p.pgrp]) add(pid);
+      }
+    }
+    if (groups_.count(p.pgrp) == 0) lone_.emplace(p.pid, p.start);  // an outsider's group
+    for (pid_t child : children[p.pid]) add(child);
+  }
+  Scan scan;
+  for (const auto& [pid, start] : members) {
+    if (!dead(by_pid[pid]->state)) scan.runs = true;
+    const auto before = members_.find(pid);
+    if (before == members_.end() || before->second != start) scan.grew = true;
+  }
+  members_ = std::move(members);
+  return scan;
+}
+
+ProcessTree::Scan ProcessTree::refresh() {
+  const std::optional<std::vector<ProcessStat>> processes = read_processes();
+  if (processes) return update(*processes);
+  Scan scan;
+  for (pid_t group : groups_) scan.runs = scan.runs || ::kill(-group, 0) == 0;
+  for (const auto& [pid, start] : lone_) scan.runs = scan.runs || ::kill(pid, 0) == 0;
+  return scan;
+}
+
+void ProcessTree::signal(int sig) const {
+  // Never kill(-1) (every process) or kill(0) (our own group): pids 0 and 1 are never members.
+  for (pid_t group : groups_) {
+    if (group > 1 && spared_groups_.count(group) == 0) ::kill(-group, sig);
+  }
+  for (const auto& [pid, start] : lone_) {
+    if (!spared(pid)) ::kill(pid, sig);
+  }
+}
+
+void ProcessTree::terminate() {
+  refresh();  // before any signal: a member that dies now takes its children out of sight
+  signal(SIGTERM);
+  signal(SIGCONT);
+}
+
+void ProcessTree::kill() {
+  refresh();
+  for (int round = 0; round < 100; ++round) {
+    signal(SIGSTOP);
+    if (!refresh().grew) break;
+  }
+  signal(SIGKILL);
+}
+
+std::set<pid_t> ProcessTree::lone_pids() const {
+  std::set<pid_t> out;
+  for (const auto& [pid, start] : lone_) out.insert(pid);
+  return out;
+}
+
+}  // namespace dlock::cli
