@@ -84,9 +84,9 @@ struct StopPlan {
 // that comes sooner); once the command itself has exited after that, whatever is left of the
 // tree gets SIGKILL at once. A command found exited when `lost` is already readable or the
 // kill deadline has passed counts as stopped by a loss too (plan.on_lost_at_exit; its tree
-// gets SIGKILL): dlock cannot tell which came first. While the lock is held it passes the kill deadline to
-// plan.report_kill_deadline, checking it at least every quarter of the time left (at most
-// every 200 ms). Sleeps in poll(); no busy waiting. Never throws.
+// gets SIGKILL): dlock cannot tell which came first. While the lock is held it passes the
+// kill deadline to plan.report_kill_deadline, checking it at least every quarter of the time
+// left (at most every 200 ms). Sleeps in poll(); no busy waiting. Never throws.
 ChildExit supervise(pid_t pid, SignalFd& signals, const EventFd& lost, const StopPlan& plan);
 
 // A dlock killed with SIGKILL (OOM killer, `timeout -s KILL`, a crash) cannot stop its
