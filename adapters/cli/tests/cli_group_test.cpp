@@ -269,6 +269,22 @@ TEST(CliGroup, ACommandThatKillsDlockAtOnceIsStillStopped) {
   }
 }
 
+// A dlock stopped before it has told its guard anything (here by CMD, its first act): the
+// guard must already know by when CMD must be dead, or CMD runs on past the --lease while the
+// lock may be someone else's.
+TEST(CliGroup, ADlockStoppedAsCmdStartsStillHasItStoppedByTheLeasesEnd) {
+  Sandbox box;
+  auto shpid = box.dir() / "sh.pid";
+  pid_t p = box.start({"run", "--uri", box.file_uri(), "--lease", "1s", "job", "--", "sh", "-c",
+                       "echo $$ > '" + shpid.string() + "'; kill -STOP $PPID; exec sleep 30"});
+  Reaper shell{read_pid(shpid)};
+  ASSERT_GT(shell.pid, 0) << box.wait(p).err;
+  const bool ended = dies_within(shell.pid, milliseconds(2500));  // the lease ends 1 s in
+  ::kill(p, SIGCONT);
+  EXPECT_TRUE(ended) << "the command ran on past the lease of a dlock stopped as it started";
+  EXPECT_EQ(box.wait(p).code, 70);
+}
+
 // A dlock stopped (SIGSTOP, a debugger) past its --lease: the guard kills CMD a margin before
 // the lease's end. The lock was lost while CMD ran, whichever of CMD's end and the loss dlock sees first
 // once continued: exit 70 with the loss told, not CMD's signal death (143).
