@@ -195,6 +195,12 @@ int run_with_signals(const RunArgs& args, SignalFd& signals, const std::vector<i
     release_quietly(*lease, shown);
     throw;
   }
+  // The guard knows by when CMD must be dead before CMD runs: a dlock stopped from CMD's first
+  // instant (SIGSTOP, a frozen cgroup) reports nothing more.
+  const std::chrono::milliseconds margin = kill_margin(args, provider->capabilities());
+  if (const auto end = lease->expires_at(); end != std::chrono::steady_clock::time_point::max()) {
+    guard->kill_by(end - margin);
+  }
   const pid_t pid = held->pid();
   if (const int failed = held->release(); failed != 0) {
     guard->finish();
@@ -207,7 +213,7 @@ int run_with_signals(const RunArgs& args, SignalFd& signals, const std::vector<i
   StopPlan plan;
   plan.grace = args.grace;
   plan.lock_end = [&lease] { return lease->expires_at(); };
-  plan.margin = kill_margin(args, provider->capabilities());
+  plan.margin = margin;
   if (args.max_hold) plan.stop_at = granted + *args.max_hold;
   plan.report_kill_deadline = [&guard](std::chrono::steady_clock::time_point at) { guard->kill_by(at); };
   plan.on_lost = [&](std::chrono::milliseconds kill_in) {
