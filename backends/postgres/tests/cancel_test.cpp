@@ -4,8 +4,6 @@
 // no pooled session can carry it, the cancel request still ends the wait.
 #include <gtest/gtest.h>
 
-#include <signal.h>
-
 #include <atomic>
 #include <chrono>
 #include <cstdio>
@@ -76,17 +74,6 @@ long rx_queue_from(int server_port, int client_port) {
   }
   return -1;
 }
-
-// Sends SIGSTOP to one server process, SIGCONT when destroyed (also on an early return).
-struct StoppedBackend {
-  int pid;
-  explicit StoppedBackend(int p) : pid(p) { ::kill(pid, SIGSTOP); }
-  ~StoppedBackend() { resume(); }
-  void resume() {
-    if (pid > 0) ::kill(pid, SIGCONT);
-    pid = 0;
-  }
-};
 
 // The cancel travels on an idle session the provider already has (pg_cancel_backend of the
 // waiter's server process): with the postmaster stopped, so that no new connection can be
@@ -189,7 +176,7 @@ TEST(PgCancel, ACancelBeforeTheWaitStartedOnTheServerIsNotLost) {
   const int server_port = std::stoi(test::admin("SHOW port")[0][0]);
   const long before = rx_queue_from(server_port, client_port);
   ASSERT_EQ(before, 0) << "the waiter session's server socket (/proc/net/tcp)";
-  StoppedBackend stopped(waiter_pid);
+  test::StoppedBackend stopped(waiter_pid);
   CancelledWaiter w(*q, "c");
   ASSERT_TRUE(eventually([&] { return rx_queue_from(server_port, client_port) > 0; }, 2s))
       << "the wait statement was not sent";

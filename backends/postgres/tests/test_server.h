@@ -3,6 +3,7 @@
 #pragma once
 
 #include <libpq-fe.h>
+#include <signal.h>
 
 #include <atomic>
 #include <chrono>
@@ -93,6 +94,18 @@ class StoppedPostmaster {
 
  private:
   int pid_ = 0;
+};
+
+// Sends SIGSTOP to one server process (a backend: its session stops answering while the
+// rest of the server serves on), SIGCONT when destroyed (also on an early return).
+struct StoppedBackend {
+  int pid;
+  explicit StoppedBackend(int p) : pid(p) { ::kill(pid, SIGSTOP); }
+  ~StoppedBackend() { resume(); }
+  void resume() {
+    if (pid > 0) ::kill(pid, SIGCONT);
+    pid = 0;
+  }
 };
 
 // A TCP proxy on 127.0.0.1 in front of the test server that counts the connections it
