@@ -2,7 +2,6 @@
 
 #include <cstdlib>
 #include <map>
-#include <string_view>
 
 #include "acquisition.h"
 #include "errors.h"
@@ -107,7 +106,6 @@ bool PgBackend::release(spi::HeldLock& lock) {
   const auto& o = options();
   bool was_held = false;
   bool closed = false;
-  std::optional<Error> doubt;
   {
     SessionUse use(*s);
     PgConn* c = s->conn();
@@ -119,27 +117,22 @@ bool PgBackend::release(spi::HeldLock& lock) {
     } else {
       // Held, or given up on the client's timer (explicit lease, max_hold) on a session that
       // still answers: unlock this key only. The session's other holds are not in doubt.
+      // Any failure closes the session instead, which frees the lock for certain (and marks
+      // this hold lost with the others): not held any more, whatever the unlock did. Saying
+      // "could not tell" (unavailable) would have the core keep a hold the server has dropped.
       try {
         const auto deadline = Clock::now() + o.command_timeout;
         c->send_prepared(lock.mode() == LockMode::shared ? stmt::unlock_s : stmt::unlock_x,
                          hold.key(), nullptr, "release", deadline);
         ResultPtr r = c->wait_result(deadline, "release");
         if (PQresultStatus(r.get()) != PGRES_TUPLES_OK) {
-          // FATAL or PANIC: the server ended the session (pg_terminate_backend, a shutdown),
-          // and its locks with it: not held. Any other error leaves the answer in doubt.
-          const char* severity = PQresultErrorField(r.get(), PG_DIAG_SEVERITY_NONLOCALIZED);
-          const std::string_view level = severity != nullptr ? severity : "";
-          if (level != "FATAL" && level != "PANIC") doubt = translate_error(o.where, "release", c->raw(), r.get());
-          s->close_locked();
+          s->close_locked();  // an error, or FATAL: the server ended the session itself
         } else {
           // A hold already given up is not held any more, whatever the server says.
           was_held = parse_unlock_row(r.get()) && !lock.lost();
         }
-      } catch (const Error& e) {
-        // Broken: the session is gone and its locks with it (false). Timed out: close it so
-        // the server frees the lock, but say we could not tell.
-        if (c->ok()) doubt = e;
-        s->close_locked();
+      } catch (const Error&) {
+        s->close_locked();  // broken, or no answer within command_timeout
       }
       closed = s->conn() == nullptr;
     }
@@ -147,7 +140,6 @@ bool PgBackend::release(spi::HeldLock& lock) {
   s->holds.remove(lock);
   pool_->unreserve(*s, hold.key());
   if (closed) pool_->forget(s);
-  if (doubt && !lock.lost()) throw *doubt;  // a lost hold's answer is known: not held
   return was_held;
 }
 

@@ -48,8 +48,10 @@ class PgBackend : public spi::Backend {
   // pg_advisory_unlock[_shared] on the hold's session (1 round trip), also for a hold the
   // core gave up on its own timer (explicit lease, max_hold): the session's other holds stay.
   // A lost hold whose session is in doubt (its estimate ran out, or a statement on it timed
-  // out unanswered) has its session closed instead (the server must forget it). A lost hold
-  // answers false.
+  // out unanswered) has its session closed instead (the server must forget it). An unlock
+  // that fails or gets no answer within command_timeout closes the session too, which marks
+  // every hold on it lost (this one included) before the close is sent. A lost hold answers
+  // false. Never throws: whatever happens, the hold is not held afterwards.
   bool release(spi::HeldLock& lock) override;
   // One empty query per distinct session (not per hold), each bounded by command_timeout.
   void extend_many(std::span<spi::HeldLock* const> locks, std::chrono::milliseconds lease,

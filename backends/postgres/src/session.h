@@ -42,8 +42,12 @@ class Session {
   spi::SessionHolds holds;        // thread-safe on its own
 
   PgConn* conn() noexcept { return conn_.get(); }
-  // Closes the connection (the server frees every lock of the session). REQUIRES: mu held.
+  // Closes the connection: the server frees every lock of the session as soon as it reads
+  // the close, and may grant them elsewhere at once. So every hold on it is marked lost
+  // first (their lost signals fire here, before the close is sent, on this thread: the
+  // core hands whatever a lost callback starts to its own threads). REQUIRES: mu held.
   void close_locked() noexcept {
+    holds.mark_all_lost();
     conn_.reset();
     dead.store(true);
   }

@@ -175,11 +175,8 @@ void SessionPool::wait_ended(const std::shared_ptr<Session>& s) {
 }
 
 void SessionPool::forget(const std::shared_ptr<Session>& s) {
-  {
-    std::lock_guard lock(mu_);
-    std::erase(sessions_, s);
-  }
-  s->holds.mark_all_lost();
+  std::lock_guard lock(mu_);
+  std::erase(sessions_, s);
 }
 
 void SessionPool::poke() noexcept {

@@ -8,7 +8,7 @@
 // The monitor thread polls the socket of every session nobody is using: an idle lock
 // connection that becomes readable has been terminated (pg_terminate_backend, restart,
 // idle_session_timeout) or carries the result of a blocking wait. A dead session's holds
-// are marked lost at once (SessionHolds::mark_all_lost) and the session is never reused.
+// are marked lost at once (Session::close_locked) and the session is never reused.
 // A session whose socket wakes the monitor while a caller is using it (the caller's own
 // reply) is left out of the poll set for up to 10 ms (or until the next poke), so a busy
 // session costs the monitor ~100 wake-ups a second rather than one per statement.
@@ -69,8 +69,8 @@ class SessionPool : public std::enable_shared_from_this<SessionPool> {
   // The wait on `s` ended without a grant: `s` returns to the pool (or leaves it if dead).
   void wait_ended(const std::shared_ptr<Session>& s);
 
-  // `s` is dead or in doubt (REQUIRES: its mutex held by the caller, who called
-  // s.close_locked()): call after unlocking. Forgets it and marks its holds lost.
+  // `s` is dead or in doubt (REQUIRES: the caller called s.close_locked(), which marked its
+  // holds lost, and unlocked it since): forgets it.
   void forget(const std::shared_ptr<Session>& s);
 
   // Wakes the monitor so it watches a session whose state just changed (a wait was sent).
