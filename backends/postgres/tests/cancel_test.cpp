@@ -196,5 +196,51 @@ TEST(PgCancel, ACancelBeforeTheWaitStartedOnTheServerIsNotLost) {
   EXPECT_TRUE(held->release());
 }
 
+// The same race on the cancel request's path (the wait took q's only session: no session
+// can carry pg_cancel_backend). The request reaches the server process while it is stopped
+// between statements, so the server drops it once the process resumes: it must be sent
+// again until the wait answers, not be lost so that the wait runs on until command_timeout
+// and its session is closed (review pg, F2: 4 of 975 rounds under load).
+TEST(PgCancel, ACancelRequestBeforeTheWaitStartedOnTheServerIsNotLost) {
+  const auto tag = test::fresh_tag();
+  const std::string q_app = tag + "-q";
+  auto p = dlock::open(test::uri_as("", patient_query(tag)));
+  auto q = dlock::open(test::uri_as("", "prefix=" + tag + ":&application_name=" + q_app +
+                                            "&connect_timeout=500ms&command_timeout=500ms"));
+  auto held = p->try_lock("c");
+  ASSERT_TRUE(held);
+  // q claims c's key, so its wait queues at once on its only session (none is left idle).
+  ASSERT_FALSE(q->try_lock("c"));
+  const auto rows = test::admin(
+      "SELECT pid, client_port FROM pg_stat_activity WHERE application_name = '" + q_app + "'");
+  ASSERT_EQ(rows.size(), 1u) << "q's one session";
+  const int waiter_pid = std::stoi(rows[0][0]);
+  const int client_port = std::stoi(rows[0][1]);
+  const int server_port = std::stoi(test::admin("SHOW port")[0][0]);
+  ASSERT_EQ(rx_queue_from(server_port, client_port), 0) << "its server socket (/proc/net/tcp)";
+  test::StoppedBackend stopped(waiter_pid);
+  CancelledWaiter w(*q, "c");
+  ASSERT_TRUE(eventually([&] { return rx_queue_from(server_port, client_port) > 0; }, 2s))
+      << "the wait statement was not sent";
+  w.cancel();
+  std::this_thread::sleep_for(100ms);  // the request reaches the stopped process meanwhile
+  stopped.resume();
+  ASSERT_TRUE(eventually([&] { return w.took >= 0; }, 2s)) << "the waiter did not return";
+  EXPECT_FALSE(w.got.load());
+  std::cout << "[postgres] a waiter cancelled by a cancel request before its wait reached the "
+               "server returned "
+            << w.took.load() << " ms after the cancel (its server process resumed at 100 ms)\n";
+  EXPECT_LT(w.took.load(), 100 + 150)
+      << "the cancel was lost: the wait ran on until command_timeout";
+  EXPECT_EQ(test::admin("SELECT count(*) FROM pg_stat_activity WHERE pid = " +
+                        std::to_string(waiter_pid))[0][0],
+            "1")
+      << "the waiter's session was closed (its cancel was not taken)";
+  EXPECT_TRUE(eventually([&] { return test::advisory_locks_of(q_app, /*granted=*/false) == 0; },
+                         2s))
+      << "the cancelled wait stayed queued";
+  EXPECT_TRUE(held->release());
+}
+
 }  // namespace
 }  // namespace dlock::postgres
