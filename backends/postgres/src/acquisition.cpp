@@ -2,6 +2,7 @@
 
 #include <poll.h>
 
+#include <algorithm>
 #include <ctime>
 
 #include "errors.h"
@@ -21,6 +22,11 @@ bool is_error(const PGresult* r) { return PQresultStatus(r) != PGRES_TUPLES_OK; 
 // lock to the leaving waiter. Covers lock_timeout's rounding up
 // to whole milliseconds and a core that wakes a little before the server's timer fires.
 constexpr auto kOutwait = milliseconds(5);
+// A taken cancel request ends a wait within a round trip (the server signals the waiter
+// before it closes the request's connection): silence for longer means it arrived before
+// the wait started and was dropped. Each resend costs a connection (a fork on the server),
+// so a waiter slow to be scheduled on a loaded host should not cause one.
+constexpr auto kResendCancelAfter = milliseconds(50);
 // lock_timeout is an int of milliseconds.
 constexpr auto kMaxLockTimeout = milliseconds(0x7fffffff);
 
@@ -475,8 +481,21 @@ bool PgAcquisition::cancel_wait(PgConn& c, Session* helper, Clock::time_point de
     }
   }
   // No idle session, or it could not carry the cancel: libpq's cancel request (a new
-  // connection), with whatever time is left.
-  return Clock::now() < deadline && c.cancel(deadline);
+  // connection), with whatever time is left. It cannot ask whether the waiter is in its
+  // wait yet, and one that reaches the server process between statements is dropped: sent
+  // again each time the wait stays silent for kResendCancelAfter after one was taken.
+  while (Clock::now() < deadline && c.cancel(deadline)) {
+    const auto left = std::min<Clock::duration>(kResendCancelAfter, deadline - Clock::now());
+    if (left.count() > 0) {
+      pollfd p{c.socket(), POLLIN, 0};
+      const auto ns = std::chrono::duration_cast<std::chrono::nanoseconds>(left).count();
+      const timespec ts{static_cast<time_t>(ns / 1'000'000'000),
+                        static_cast<long>(ns % 1'000'000'000)};
+      (void)::ppoll(&p, 1, &ts, nullptr);
+    }
+    if (ended()) return c.ok();
+  }
+  return false;
 }
 
 }  // namespace dlock::postgres
