@@ -3,13 +3,11 @@
 // whose innodb_lock_wait_timeout is shorter than a dlock wait must neither end the wait early
 // nor report a grant while the lock is held.
 #include <gtest/gtest.h>
-#include <dirent.h>
 #include <signal.h>
 
 #include <atomic>
 #include <cstdio>
 #include <cstdlib>
-#include <fstream>
 #include <mutex>
 #include <optional>
 #include <string>
@@ -17,6 +15,7 @@
 #include <vector>
 
 #include "dlock/dlock.h"
+#include "stopped_server.h"
 #include "test_db.h"
 
 namespace dlock::mysql::test {
@@ -24,25 +23,6 @@ namespace {
 
 using namespace std::chrono_literals;
 using Clock = std::chrono::steady_clock;
-
-std::string servers_script() {
-  const char* s = std::getenv("DLOCK_SERVERS_SCRIPT");
-  return s == nullptr ? "" : s;
-}
-
-// The pid of the test server's mariadbd, from `servers.sh status mariadb`
-// ("mariadb: running (pid N, port …"), or 0.
-pid_t mariadbd_pid() {
-  const std::string cmd = "'" + servers_script() + "' status mariadb 2>&1";
-  FILE* f = ::popen(cmd.c_str(), "r");
-  if (f == nullptr) return 0;
-  char line[512] = {};
-  std::string out;
-  while (std::fgets(line, sizeof line, f) != nullptr) out += line;
-  ::pclose(f);
-  const auto at = out.find("(pid ");
-  return at == std::string::npos ? 0 : static_cast<pid_t>(std::atol(out.c_str() + at + 5));
-}
 
 class MysqlServerFaultsTest : public ::testing::Test {
  protected:
@@ -163,32 +143,6 @@ TEST_F(MysqlServerFaultsTest, WaitChunksShorterThanTheWaitRequeueWithoutAFalseGr
 
 namespace dlock::mysql::test {
 namespace {
-
-// Whether every thread of `pid` is in the stopped state ('T'), waiting up to `limit`.
-bool all_threads_stopped(pid_t pid, std::chrono::milliseconds limit) {
-  const auto until = Clock::now() + limit;
-  const std::string tasks = "/proc/" + std::to_string(pid) + "/task";
-  do {
-    bool all = true;
-    int seen = 0;
-    if (DIR* dir = ::opendir(tasks.c_str())) {
-      while (dirent* e = ::readdir(dir)) {
-        if (e->d_name[0] == '.') continue;
-        std::ifstream stat(tasks + "/" + e->d_name + "/stat");
-        std::string line;
-        std::getline(stat, line);
-        const auto paren = line.rfind(')');
-        if (paren == std::string::npos || paren + 2 >= line.size()) continue;  // thread gone
-        ++seen;
-        if (line[paren + 2] != 'T' && line[paren + 2] != 't') all = false;
-      }
-      ::closedir(dir);
-    }
-    if (all && seen > 0) return true;
-    std::this_thread::sleep_for(1ms);
-  } while (Clock::now() < until);
-  return false;
-}
 
 // A hold granted by a wait lives on a long-class connection, whose read timeout is
 // wait_chunk + command_timeout. Its release still answers within about command_timeout when
