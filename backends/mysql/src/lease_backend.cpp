@@ -57,6 +57,7 @@ auto LeaseBackend::with_connection(const char* doing, F&& f) {
     } catch (const sql::SQLException& e) {
       conn->broken = true;
       if (connection_lost(e) && !fresh) {  // a cached connection the server had closed
+        conn.reset();  // before its replacement opens (it may reuse the socket's number)
         conn = pool_.get(ConnClass::short_);
         fresh = true;
         continue;
@@ -162,10 +163,35 @@ bool LeaseBackend::release(spi::HeldLock& lock) {
   // freeing it now would hand the lock on before the lease the server promised ran out:
   // let the server expire it (as backends/redis does).
   if (hold.lost() || hold.server_expiry() <= Clock::now()) return false;
-  const Rows rows = with_connection("releasing a lease", [&](Connection& c) {
-    return c.run(lease_release_batch(options_.table, hold.key_hex(), hold.owner_hex(), hold.fencing_token()));
-  });
-  return rows.size() == 1 && !rows[0].empty() && rows[0][0] == std::optional<std::string>("1");
+  // The server runs an UPDATE already in its socket once it answers again, even when we
+  // closed the connection meanwhile: an UPDATE whose connection was lost (no answer within
+  // command_timeout, or the connection broke) may have freed the lock, and another client
+  // may take it at once. So the hold is marked lost right there (before any retry) and the
+  // answer is false: not held any more, whatever the UPDATE did (the row was cleared, or
+  // it runs out at its own expiry). Only a failure before anything was sent throws, and a
+  // statement the server refused (1205: the row is being updated) leaves the hold as it was.
+  const Batch batch =
+      lease_release_batch(options_.table, hold.key_hex(), hold.owner_hex(), hold.fencing_token());
+  bool doubt = false;
+  try {
+    const Rows rows = with_connection("releasing a lease", [&](Connection& c) {
+      try {
+        return c.run(batch);
+      } catch (const sql::SQLException& e) {
+        if (connection_lost(e) && !doubt) {
+          doubt = true;
+          hold.set_server_expiry(Clock::now());
+          hold.mark_lost();
+        }
+        throw;
+      }
+    });
+    return !doubt && rows.size() == 1 && !rows[0].empty() &&
+           rows[0][0] == std::optional<std::string>("1");
+  } catch (const Error&) {
+    if (doubt) return false;
+    throw;
+  }
 }
 
 void LeaseBackend::extend_many(std::span<spi::HeldLock* const> locks, std::chrono::milliseconds lease,

@@ -35,7 +35,11 @@ class LeaseBackend : public spi::Backend {
   const Capabilities& capabilities() const noexcept override { return caps_; }
   std::unique_ptr<spi::Acquisition> begin_acquire(const spi::AttemptRequest& request,
                                                   std::function<void()> wake) override;
-  // Owner- and token-checked UPDATE: true if it cleared our lease.
+  // Owner- and token-checked UPDATE: true if it cleared our lease. An UPDATE whose
+  // connection was lost or that got no answer within command_timeout may still run on the
+  // server: the hold is marked lost at once and the answer is false (the lease is not ours
+  // any more). Throws Error(unavailable) only when nothing was sent (no connection, no slot)
+  // or the server refused the statement: then the hold stays.
   bool release(spi::HeldLock& lock) override;
   // One UPDATE per 100 leases (all of them, whatever their names) plus the read-back.
   void extend_many(std::span<spi::HeldLock* const> locks, std::chrono::milliseconds lease,
