@@ -188,13 +188,15 @@ std::unique_ptr<Connection> Connection::open(const MysqlOptions& o, ConnClass cl
 }
 
 bool Connection::hung_up() const noexcept {
-  if (fd_ < 0) return false;
-  pollfd p{fd_, POLLRDHUP, 0};
+  const int fd = fd_.load();
+  if (fd < 0) return false;
+  pollfd p{fd, POLLRDHUP, 0};
   return ::poll(&p, 1, 0) > 0 && (p.revents & (POLLRDHUP | POLLHUP | POLLERR)) != 0;
 }
 
 Connection::~Connection() {
-  if (fd_ >= 0) release_socket_fd(fd_);  // before the close: the number may be reused
+  const int fd = fd_.exchange(-1);
+  if (fd >= 0) release_socket_fd(fd);  // before the close: the number may be reused
   try {
     prepared_.clear();
     stmt_.reset();
@@ -204,7 +206,22 @@ Connection::~Connection() {
   if (slots_) slots_->give_back();
 }
 
+void Connection::forget_socket() noexcept {
+  broken = true;
+  const int fd = fd_.exchange(-1);
+  if (fd >= 0) release_socket_fd(fd);
+}
+
 Rows Connection::run(const Batch& batch) {
+  try {
+    return run_batch(batch);
+  } catch (const sql::SQLException& e) {
+    if (connection_lost(e)) forget_socket();
+    throw;
+  }
+}
+
+Rows Connection::run_batch(const Batch& batch) {
   Rows rows;
   bool has_rs = stmt_->execute(sql::SQLString(batch.text));
   for (int i = 1; i < batch.statements; ++i) {
@@ -238,6 +255,15 @@ Rows Connection::run(const Batch& batch) {
 namespace dlock::mysql {
 
 Rows Connection::run_prepared_lock(const std::string& sql_text, const std::string& key_hex) {
+  try {
+    return run_prepared(sql_text, key_hex);
+  } catch (const sql::SQLException& e) {
+    if (connection_lost(e)) forget_socket();
+    throw;
+  }
+}
+
+Rows Connection::run_prepared(const std::string& sql_text, const std::string& key_hex) {
   if (dirty) {
     stmt_->execute("ROLLBACK");
     dirty = false;

@@ -69,7 +69,8 @@ class Connection {
   Connection& operator=(const Connection&) = delete;
 
   // Runs a batch; returns the rows of its last statement's result set (empty if it has
-  // none). Throws sql::SQLException (callers translate with their own context).
+  // none). Throws sql::SQLException (callers translate with their own context); one that
+  // says the connection is lost also marks it broken and lets go of its fd (see fd()).
   Rows run(const Batch& batch);
 
   // The NOWAIT lock statement as a server-side prepared statement (binary protocol, parsed
@@ -82,8 +83,11 @@ class Connection {
   bool counted_by(const Slots& slots) const noexcept { return slots_.get() == &slots; }
   std::uint64_t id() const noexcept { return id_; }
   // The socket's fd in this process, or -1 when it could not be found (unix socket, a
-  // proxy that rewrote the port): then only probes notice a dead session.
-  int fd() const noexcept { return fd_; }
+  // proxy that rewrote the port): then only probes notice a dead session. Also -1 once a
+  // statement failed with a lost connection: Connector/C has closed the socket then, and
+  // its number is no longer claimed, so the next socket opened (which may get the number)
+  // is found and watched even while this connection still lives.
+  int fd() const noexcept { return fd_.load(); }
   // Whether the socket already reports hang-up (the server or a proxy closed or reset it):
   // one poll(2), no read. False when fd() is unknown.
   bool hung_up() const noexcept;
@@ -102,13 +106,17 @@ class Connection {
 
  private:
   Connection() = default;
+  // The connection is lost (Connector/C closed the socket): broken, fd released and -1.
+  void forget_socket() noexcept;
+  Rows run_batch(const Batch& batch);  // run() without the lost-connection handling
+  Rows run_prepared(const std::string& sql_text, const std::string& key_hex);  // likewise
   std::unique_ptr<sql::Connection> conn_;
   std::unique_ptr<sql::Statement> stmt_;
   std::map<std::string, std::unique_ptr<sql::PreparedStatement>> prepared_;
   std::shared_ptr<Slots> slots_;
   ConnClass cls_ = ConnClass::short_;
   std::uint64_t id_ = 0;
-  int fd_ = -1;
+  std::atomic<int> fd_{-1};  // read by other threads (a hold's release, the kill thread)
   std::string version_;
   bool wsrep_ = false;
 };

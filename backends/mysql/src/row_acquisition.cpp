@@ -351,7 +351,9 @@ spi::Attempt RowAcquisition::try_now() {
       conn->broken = true;
       if (connection_lost(e) && !fresh) {
         // A cached connection the server had closed (restart, wait_timeout): a new one.
-        // Closing the old one ends whatever it may have been granted.
+        // Closing the old one ends whatever it may have been granted; it is closed before
+        // the new one opens (its socket's number is free again, see Connection::fd()).
+        conn.reset();
         conn = shared_->pool.get(ConnClass::short_);
         fresh = true;
         continue;
