@@ -285,6 +285,44 @@ TEST(CliGroup, ADlockStoppedAsCmdStartsStillHasItStoppedByTheLeasesEnd) {
   EXPECT_EQ(box.wait(p).code, 70);
 }
 
+// CMD itself may leave the group dlock made for it (here into dlock's own group, which is the
+// test's): it stays what is stopped, by its pid. It escaped, and on file:// the next holder
+// ran beside it, 5 of 5 in review.
+TEST(CliGroup, ACommandThatLeavesItsGroupIsStillStoppedWhenDlockIsKilled) {
+  Sandbox box;
+  auto cmdpid = box.dir() / "cmd.pid";
+  pid_t p = box.start({"run", "--uri", box.file_uri(), "job", "--", "perl", "-e",
+                       "setpgrp(0, getpgrp(getppid())) or die \"setpgrp: $!\"; $SIG{TERM} = 'IGNORE';"
+                       " open(my $f, '>', $ARGV[0]) or die; print $f $$; close $f; sleep 30",
+                       cmdpid.string()});
+  Reaper cmd{read_pid(cmdpid)};
+  ASSERT_GT(cmd.pid, 0) << box.wait(p).err;
+  ASSERT_NE(::getpgid(cmd.pid), cmd.pid) << "the command did not leave its group";
+  ::kill(p, SIGKILL);
+  box.wait(p);
+  const std::string old_gone = "s=$(cut -d' ' -f3 /proc/" + std::to_string(cmd.pid) +
+                               "/stat 2>/dev/null); [ -z \"$s\" ] || [ \"$s\" = Z ] || exit 9";
+  auto next = box.run({"run", "--uri", box.file_uri(), "--wait", "3s", "job", "--", "sh", "-c", old_gone});
+  EXPECT_EQ(next.code, 0) << "want the lock within 3 s, after the old command (9: it still ran): "
+                          << next.err;
+  EXPECT_TRUE(dies_within(cmd.pid, milliseconds(2000))) << "the command ran on after dlock was killed";
+}
+
+// The same while dlock lives: a lost lock (--max-hold) stops CMD by its pid too.
+TEST(CliGroup, ACommandThatLeavesItsGroupIsStillStoppedAtMaxHold) {
+  Sandbox box;
+  auto cmdpid = box.dir() / "cmd.pid";
+  pid_t p = box.start({"run", "--uri", box.file_uri(), "--max-hold", "300ms", "--grace", "200ms", "job",
+                       "--", "perl", "-e",
+                       "setpgrp(0, getpgrp(getppid())) or die \"setpgrp: $!\"; $SIG{TERM} = 'IGNORE';"
+                       " open(my $f, '>', $ARGV[0]) or die; print $f $$; close $f; sleep 30",
+                       cmdpid.string()});
+  Reaper cmd{read_pid(cmdpid)};
+  ASSERT_GT(cmd.pid, 0) << box.wait(p).err;
+  EXPECT_TRUE(dies_within(cmd.pid, milliseconds(2500))) << "the command ran on past --max-hold";
+  EXPECT_EQ(box.wait(p, std::chrono::seconds(5)).code, 70);
+}
+
 // A dlock stopped (SIGSTOP, a debugger) past its --lease: the guard kills CMD a margin before
 // the lease's end. The lock was lost while CMD ran, whichever of CMD's end and the loss dlock sees first
 // once continued: exit 70 with the loss told, not CMD's signal death (143).
