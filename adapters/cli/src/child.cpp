@@ -98,6 +98,7 @@ HeldCommand::HeldCommand(const std::vector<std::string>& argv, const std::vector
     throw Error(ErrorCode::internal, std::string("cannot start the command: fork: ") + std::strerror(fork_error));
   }
   pid_ = pid;
+  if (const std::optional<ProcessStat> stat = read_process(pid)) start_ = stat->start;
   go_ = go[1];
   failed_ = failed[0];
   ::setpgid(pid, pid);  // also here: the group exists once the constructor returns
@@ -139,11 +140,12 @@ void restore_terminal() noexcept {
   g_took_terminal = false;
 }
 
-ChildExit supervise(pid_t pid, SignalFd& signals, const EventFd& lost, const StopPlan& plan) {
+ChildExit supervise(pid_t pid, std::uint64_t start, SignalFd& signals, const EventFd& lost,
+                    const StopPlan& plan) {
   using Clock = std::chrono::steady_clock;
   ChildExit result;
   // What is stopped: CMD's group and all that descends from it (never dlock, nor its group).
-  ProcessTree tree(pid, {::getpid()}, {::getpgrp()});
+  ProcessTree tree(pid, start, {::getpid()}, {::getpgrp()});
   std::optional<Clock::time_point> kill_at;  // set once SIGTERM was sent to stop it
   bool killed = false;
   bool lost_handled = false;
@@ -233,7 +235,8 @@ ChildExit supervise(pid_t pid, SignalFd& signals, const EventFd& lost, const Sto
   }
 }
 
-CommandGuard::CommandGuard(pid_t pgid, std::chrono::milliseconds grace, const std::vector<int>& lock_descriptors) {
+CommandGuard::CommandGuard(pid_t pgid, std::uint64_t start, std::chrono::milliseconds grace,
+                           const std::vector<int>& lock_descriptors) {
   // A socket pair rather than a pipe: send(MSG_NOSIGNAL) to a guard that is already gone
   // fails with EPIPE instead of killing dlock with SIGPIPE.
   int fds[2];
@@ -246,7 +249,8 @@ CommandGuard::CommandGuard(pid_t pgid, std::chrono::milliseconds grace, const st
   ::posix_spawn_file_actions_adddup2(&actions, fds[0], STDIN_FILENO);  // dup2 drops O_CLOEXEC
   ::posix_spawn_file_actions_addopen(&actions, STDOUT_FILENO, "/dev/null", O_WRONLY, 0);
   ::posix_spawn_file_actions_addopen(&actions, STDERR_FILENO, "/dev/null", O_WRONLY, 0);
-  std::vector<std::string> argv = {kGuardName, kGuardCommand, std::to_string(pgid), std::to_string(grace.count())};
+  std::vector<std::string> argv = {kGuardName, kGuardCommand, std::to_string(pgid), std::to_string(start),
+                                   std::to_string(grace.count())};
   for (int fd : lock_descriptors) {
     if (fd <= STDERR_FILENO) continue;  // taken by the guard's own stdio
     // dup2 onto itself clears close-on-exec (POSIX, glibc >= 2.29): kept across the exec.
@@ -352,13 +356,19 @@ bool parse_number(const char* text, long& out) {
 }  // namespace
 
 int run_guard(int argc, const char* const* argv) {
-  if (argc < 4) return kExitUsage;
+  if (argc < 5) return kExitUsage;
   long pgid_number = 0, grace_ms = 0;
-  if (!parse_number(argv[2], pgid_number) || !parse_number(argv[3], grace_ms)) return kExitUsage;
+  unsigned long long start = 0;
+  const char* start_text = argv[3];
+  if (!parse_number(argv[2], pgid_number) || !parse_number(argv[4], grace_ms) ||
+      std::from_chars(start_text, start_text + std::strlen(start_text), start).ptr !=
+          start_text + std::strlen(start_text)) {
+    return kExitUsage;
+  }
   const pid_t pgid = static_cast<pid_t>(pgid_number);
   if (pgid <= 1 || grace_ms < 0) return kExitUsage;
   std::vector<int> keep;
-  for (int i = 4; i < argc; ++i) {
+  for (int i = 5; i < argc; ++i) {
     long fd = 0;
     if (!parse_number(argv[i], fd) || fd <= STDERR_FILENO || fd > 1 << 30) return kExitUsage;
     keep.push_back(static_cast<int>(fd));
@@ -367,7 +377,7 @@ int run_guard(int argc, const char* const* argv) {
   // The command's tree, never this guard nor dlock (the parent, while it lives) nor their
   // groups: a nested dlock's guard is in an outer one's tree, never in its own.
   const pid_t dlock = ::getppid();
-  ProcessTree tree(pgid, {::getpid(), dlock}, {::getpgrp(), ::getpgid(dlock)});
+  ProcessTree tree(pgid, start, {::getpid(), dlock}, {::getpgrp(), ::getpgid(dlock)});
   // /proc/self/exe makes the process name "exe" whatever argv[0] says.
   ::prctl(PR_SET_NAME, kGuardName, 0, 0, 0);
   for (int s : kForwardedSignals) ::signal(s, SIG_IGN);

@@ -5,6 +5,7 @@
 #include <sys/types.h>
 
 #include <chrono>
+#include <cstdint>
 #include <functional>
 #include <optional>
 #include <string>
@@ -34,6 +35,9 @@ class HeldCommand {
 
   // The command's pid, which is its process group's id.
   pid_t pid() const { return pid_; }
+  // When its process started (clock ticks after boot, /proc/PID/stat): with the pid, what
+  // tells it apart from a later process of the same pid. 0 if /proc could not tell.
+  std::uint64_t start_time() const { return start_; }
 
   // Lets the command run. Returns 0 once it runs, or -errno if it could not be executed
   // (ENOENT: not found); the process has then exited and is reaped. Call it once.
@@ -41,6 +45,7 @@ class HeldCommand {
 
  private:
   pid_t pid_ = -1;
+  std::uint64_t start_ = 0;
   int go_ = -1;      // dlock's end: one byte lets the held process exec, end of file ends it
   int failed_ = -1;  // read end: the exec's errno, or end of file once the exec succeeded
 };
@@ -87,7 +92,10 @@ struct StopPlan {
 // gets SIGKILL): dlock cannot tell which came first. While the lock is held it passes the
 // kill deadline to plan.report_kill_deadline, checking it at least every quarter of the time
 // left (at most every 200 ms). Sleeps in poll(); no busy waiting. Never throws.
-ChildExit supervise(pid_t pid, SignalFd& signals, const EventFd& lost, const StopPlan& plan);
+// `start`: the command's start time (HeldCommand::start_time()), so that it stays what is
+// stopped if it leaves its group.
+ChildExit supervise(pid_t pid, std::uint64_t start, SignalFd& signals, const EventFd& lost,
+                    const StopPlan& plan);
 
 // A dlock killed with SIGKILL (OOM killer, `timeout -s KILL`, a crash) cannot stop its
 // command, so a guard process does: `dlock` re-executed in guard mode (run_guard), holding
@@ -109,7 +117,9 @@ class CommandGuard {
  public:
   // Starts the guard for the process group `pgid`, handing it `lock_descriptors` (those
   // below 3 are not handed over). Throws Error(internal) if it cannot.
-  CommandGuard(pid_t pgid, std::chrono::milliseconds grace, const std::vector<int>& lock_descriptors);
+  // `start` is the command's start time (HeldCommand::start_time()).
+  CommandGuard(pid_t pgid, std::uint64_t start, std::chrono::milliseconds grace,
+               const std::vector<int>& lock_descriptors);
   ~CommandGuard() { finish(); }
   CommandGuard(const CommandGuard&) = delete;
   CommandGuard& operator=(const CommandGuard&) = delete;
@@ -128,7 +138,7 @@ class CommandGuard {
   pid_t guard_ = -1;
 };
 
-// The guard's own main: argv after "lock-guard __guard" is PGID GRACE_MS [FD...], the FDs
+// The guard's own main: argv after "lock-guard __guard" is PGID START GRACE_MS [FD...], the FDs
 // being the lock descriptors it keeps; stdin is its end of the socket pair.
 // Returns the process's exit status.
 int run_guard(int argc, const char* const* argv);

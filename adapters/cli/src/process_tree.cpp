@@ -77,11 +77,24 @@ std::optional<std::vector<ProcessStat>> read_processes() {
   return out;
 }
 
-ProcessTree::ProcessTree(pid_t pgid, std::vector<pid_t> spared_pids,
+std::optional<ProcessStat> read_process(pid_t pid) {
+  const std::string path = "/proc/" + std::to_string(pid) + "/stat";
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return std::nullopt;
+  char buf[1024];
+  const ssize_t n = ::read(fd, buf, sizeof buf);
+  ::close(fd);
+  if (n <= 0) return std::nullopt;
+  return parse_stat(std::string_view(buf, static_cast<std::size_t>(n)));
+}
+
+ProcessTree::ProcessTree(pid_t pgid, std::uint64_t leader_start, std::vector<pid_t> spared_pids,
                          std::vector<pid_t> spared_groups)
     : spared_pids_(spared_pids.begin(), spared_pids.end()),
       spared_groups_(spared_groups.begin(), spared_groups.end()),
-      groups_{pgid} {}
+      groups_{pgid} {
+  if (leader_start != 0) lone_.emplace(pgid, leader_start);
+}
 
 bool ProcessTree::spared(pid_t pid) const { return pid <= 1 || spared_pids_.count(pid) != 0; }
 

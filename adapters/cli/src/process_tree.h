@@ -27,6 +27,9 @@ struct ProcessStat {
 // Returns nullopt if the text is not such a line.
 std::optional<ProcessStat> parse_stat(std::string_view text);
 
+// One process's /proc/PID/stat; nullopt if it is gone (or /proc cannot be read).
+std::optional<ProcessStat> read_process(pid_t pid);
+
 // Every process of this host, from one pass over /proc/[0-9]*/stat (one that ends meanwhile
 // is left out). nullopt if /proc cannot be listed.
 std::optional<std::vector<ProcessStat>> read_processes();
@@ -50,8 +53,12 @@ std::optional<std::vector<ProcessStat>> read_processes();
 // pid). Not thread-safe.
 class ProcessTree {
  public:
+  // The group's first leader (CMD, whose pid is the group's id, started at `leader_start`, in
+  // clock ticks after boot as /proc gives it) is a member by its pid as well: it stays one
+  // after it moves to another group, whenever that was. 0: not known.
   // REQUIRES: pgid > 1, not in spared_groups.
-  ProcessTree(pid_t pgid, std::vector<pid_t> spared_pids, std::vector<pid_t> spared_groups);
+  ProcessTree(pid_t pgid, std::uint64_t leader_start, std::vector<pid_t> spared_pids,
+              std::vector<pid_t> spared_groups);
 
   // What a snapshot found: `runs`, a member that is not a zombie; `grew`, a member that the
   // snapshot before did not have.

@@ -188,7 +188,8 @@ int run_with_signals(const RunArgs& args, SignalFd& signals, const std::vector<i
   std::optional<CommandGuard> guard;
   try {
     held.emplace(args.command, child_environment(*lease, provider->uri()), signals.original_mask());
-    guard.emplace(held->pid(), guard_grace(args, provider->capabilities()), lock_descriptors);
+    guard.emplace(held->pid(), held->start_time(), guard_grace(args, provider->capabilities()),
+                  lock_descriptors);
   } catch (const Error&) {
     held.reset();  // it runs nothing
     restore_terminal();
@@ -228,7 +229,7 @@ int run_with_signals(const RunArgs& args, SignalFd& signals, const std::vector<i
               << "; stopping the command (SIGTERM, SIGKILL after " << format_duration(kill_in)
               << "), then releasing the lock\n";
   };
-  ChildExit exit = supervise(pid, signals, lost, plan);
+  ChildExit exit = supervise(pid, held->start_time(), signals, lost, plan);
   guard->finish();
   restore_terminal();
   if (release_quietly(*lease, shown) && args.verbose) std::cerr << "dlock: released '" << shown << "'\n";

@@ -68,7 +68,7 @@ std::vector<ProcessStat> command_tree() {
 }
 
 TEST(ProcessTree, HoldsTheGroupItsDescendantsAndTheGroupsTheyLead) {
-  ProcessTree tree(100, {90}, {80});
+  ProcessTree tree(100, 0, {90}, {80});
   auto scan = tree.update(command_tree());
   EXPECT_TRUE(scan.runs);
   EXPECT_TRUE(scan.grew);
@@ -78,7 +78,7 @@ TEST(ProcessTree, HoldsTheGroupItsDescendantsAndTheGroupsTheyLead) {
 }
 
 TEST(ProcessTree, KeepsWhatWasReparentedAndTellsAReusedPidApart) {
-  ProcessTree tree(100, {90}, {80});
+  ProcessTree tree(100, 0, {90}, {80});
   tree.update(command_tree());
   // CMD and 101 died: 102 and 105 went to init; 106's pid is now someone else's.
   std::vector<ProcessStat> later = {proc(1, 0, 1),       proc(90, 80, 80),
@@ -93,7 +93,7 @@ TEST(ProcessTree, KeepsWhatWasReparentedAndTellsAReusedPidApart) {
 }
 
 TEST(ProcessTree, ZombiesDoNotRunAndAnEmptyGroupIsGoneForGood) {
-  ProcessTree tree(100, {90}, {80});
+  ProcessTree tree(100, 0, {90}, {80});
   EXPECT_FALSE(
       tree.update({proc(90, 1, 80), proc(100, 90, 100, 'Z'), proc(102, 1, 100, 'X')}).runs);
   EXPECT_TRUE(tree.update({proc(90, 1, 80), proc(100, 90, 100, 'Z'), proc(103, 1, 100)}).runs);
@@ -103,10 +103,22 @@ TEST(ProcessTree, ZombiesDoNotRunAndAnEmptyGroupIsGoneForGood) {
   EXPECT_TRUE(tree.groups().empty());
 }
 
+// CMD (100, started at tick 1000) moved itself and its child into dlock's group (80): both stay
+// members, by pid. A process that took pid 100 later (another start time) never is one.
+TEST(ProcessTree, TheCommandStaysAMemberAfterItLeavesItsGroup) {
+  ProcessTree tree(100, 1000, {90}, {80});
+  const auto scan = tree.update({proc(90, 1, 80), proc(100, 90, 80, 'S', 1000), proc(101, 100, 80)});
+  EXPECT_TRUE(scan.runs);
+  EXPECT_EQ(tree.lone_pids(), (std::set<pid_t>{100, 101}));
+  ProcessTree later(100, 999, {90}, {80});
+  EXPECT_FALSE(later.update({proc(90, 1, 80), proc(100, 1, 80, 'S', 1000)}).runs);
+  EXPECT_TRUE(later.lone_pids().empty());
+}
+
 // A nested dlock (110) in CMD's group: its CMD (111) and guard (112) lead groups of their own,
 // both made inside the tree. The outer guard (91) never is.
 TEST(ProcessTree, HoldsANestedDlocksCommandAndGuard) {
-  ProcessTree tree(100, {91, 90}, {91, 80});
+  ProcessTree tree(100, 0, {91, 90}, {91, 80});
   tree.update({proc(90, 1, 80), proc(91, 90, 91), proc(100, 90, 100), proc(110, 100, 100),
                proc(111, 110, 111), proc(112, 110, 112), proc(113, 111, 111)});
   EXPECT_EQ(tree.groups(), (std::set<pid_t>{100, 111, 112}));
