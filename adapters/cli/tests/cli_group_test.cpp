@@ -323,6 +323,46 @@ TEST(CliGroup, ACommandThatLeavesItsGroupIsStillStoppedAtMaxHold) {
   EXPECT_EQ(box.wait(p, std::chrono::seconds(5)).code, 70);
 }
 
+// The parent pid of `pid` from /proc, or 0 once it is gone.
+pid_t parent_of(pid_t pid) {
+  std::ifstream stat("/proc/" + std::to_string(pid) + "/stat");
+  std::string line;
+  if (!std::getline(stat, line)) return 0;
+  std::istringstream rest(line.substr(line.rfind(')') + 2));
+  char state = 0;
+  long ppid = 0;
+  rest >> state >> ppid;
+  return static_cast<pid_t>(ppid);
+}
+
+// dlock SIGKILLed while it stops CMD (--max-hold, within --grace): a job in a group of its own
+// whose shell died of the SIGTERM is an orphan by then, out of reach by parent pid. dlock's
+// tree still had it; the guard, starting from scratch, missed it and freed the lock while
+// the job ran (5 of 5 in review).
+TEST(CliGroup, ADlockKilledDuringAStopLeavesNoOrphanedJobBesideTheNextHolder) {
+  Sandbox box;
+  auto jobpid = box.dir() / "job.pid";
+  const std::string job = "set -m; (trap '' TERM; echo $BASHPID > '" + jobpid.string() +
+                          "'; exec sleep 302) & while :; do sleep 0.1; done";
+  pid_t p = box.start({"run", "--uri", box.file_uri(), "--max-hold", "500ms", "--grace", "10s", "job",
+                       "--", "perl", "-e",
+                       "if (!fork) { exec 'bash', '-c', $ARGV[0] } $SIG{TERM} = 'IGNORE'; sleep 100",
+                       job});
+  Reaper orphan{read_pid(jobpid)};
+  ASSERT_GT(orphan.pid, 0) << box.wait(p).err;
+  const pid_t shell = parent_of(orphan.pid);
+  // The stop (at 500 ms) kills the job's shell: wait until the job is an orphan.
+  for (int i = 0; i < 250 && parent_of(orphan.pid) == shell; ++i) std::this_thread::sleep_for(milliseconds(20));
+  ASSERT_NE(parent_of(orphan.pid), shell) << "the job's shell outlived the stop";
+  ::kill(p, SIGKILL);
+  box.wait(p);
+  const std::string old_gone = "s=$(cut -d' ' -f3 /proc/" + std::to_string(orphan.pid) +
+                               "/stat 2>/dev/null); [ -z \"$s\" ] || [ \"$s\" = Z ] || exit 9";
+  auto next = box.run({"run", "--uri", box.file_uri(), "--wait", "12s", "job", "--", "sh", "-c", old_gone});
+  EXPECT_EQ(next.code, 0) << "the next holder ran beside the orphaned job (9) or never got the lock: "
+                          << next.err;
+}
+
 // A dlock stopped (SIGSTOP, a debugger) past its --lease: the guard kills CMD a margin before
 // the lease's end. The lock was lost while CMD ran, whichever of CMD's end and the loss dlock sees first
 // once continued: exit 70 with the loss told, not CMD's signal death (143).
