@@ -160,6 +160,7 @@ ChildExit supervise(pid_t pid, std::uint64_t start, SignalFd& signals, const Eve
     const auto now = Clock::now();
     kill_at = std::min(now + plan.grace, std::max(latest, now));
     if (tell) tell(std::chrono::ceil<std::chrono::milliseconds>(*kill_at - now));
+    if (plan.before_stop) plan.before_stop();
     tree.terminate();  // SIGCONT too: a stopped command (Ctrl-Z) handles SIGTERM once continued
   };
   for (;;) {
@@ -278,11 +279,19 @@ CommandGuard::CommandGuard(pid_t pgid, std::uint64_t start, std::chrono::millise
 }
 
 namespace {
-// dlock -> guard: 'd' (the command ended: do nothing), or 'u' and the kill deadline as 8
-// bytes (steady-clock nanoseconds since its epoch, host byte order).
+// dlock -> guard: 'd' (the command ended: do nothing), 'u' and the kill deadline as 8 bytes
+// (steady-clock nanoseconds since its epoch, host byte order), or 's' (a stop begins: follow
+// the tree), which the guard answers with 't' once it has read the tree.
 constexpr char kDone = 'd';
 constexpr char kValidUntil = 'u';
 constexpr std::size_t kValidUntilSize = 1 + sizeof(std::int64_t);
+constexpr char kStopping = 's';
+constexpr char kTracking = 't';
+// How long dlock waits for the guard's 't' before it signals anyway (a guard that is stopped
+// or gone must not hold the stop up).
+constexpr std::chrono::milliseconds kTrackingWait{200};
+// How often a guard that follows a stop reads the tree again (supervise's kRescan).
+constexpr std::chrono::milliseconds kGuardRescan{50};
 
 bool send_all(int fd, const char* data, std::size_t size) noexcept {
   while (size > 0) {
@@ -315,6 +324,14 @@ void CommandGuard::kill_by(std::chrono::steady_clock::time_point end) noexcept {
   const std::int64_t ns = std::chrono::duration_cast<std::chrono::nanoseconds>(end.time_since_epoch()).count();
   std::memcpy(message + 1, &ns, sizeof ns);
   if (send_all(peer_, message, sizeof message)) told_ = end;
+}
+
+void CommandGuard::stopping() noexcept {
+  if (peer_ < 0 || !send_all(peer_, &kStopping, 1)) return;
+  if (wait_readable({peer_}, kTrackingWait) != 0) return;
+  char answer = 0;
+  while (::recv(peer_, &answer, 1, 0) < 0 && errno == EINTR) {
+  }
 }
 
 void CommandGuard::finish() noexcept {
@@ -386,14 +403,21 @@ int run_guard(int argc, const char* const* argv) {
   close_all_but(keep);
   using Clock = std::chrono::steady_clock;
   Clock::time_point kill_by = Clock::time_point::max();  // until dlock says otherwise
+  // dlock is stopping the tree: what its signals orphan is no longer found by parent pid, so
+  // the guard reads the tree along with dlock, in case dlock dies before the end.
+  bool tracking = false;
   for (;;) {
     std::optional<std::chrono::milliseconds> timeout;
     if (kill_by != Clock::time_point::max()) {
       timeout = std::max(std::chrono::ceil<std::chrono::milliseconds>(kill_by - Clock::now()),
                          std::chrono::milliseconds{0});
     }
+    if (tracking) timeout = timeout ? std::min(*timeout, kGuardRescan) : kGuardRescan;
     if (wait_readable({STDIN_FILENO}, timeout) != 0) {
-      if (Clock::now() < kill_by) continue;  // EINTR
+      if (Clock::now() < kill_by) {  // a rescan, or EINTR
+        if (tracking) tree.refresh();
+        continue;
+      }
       // dlock is alive but told nothing newer (stopped, frozen): the lock may be someone
       // else's a margin from now. SIGTERM for form, SIGKILL at once.
       tree.terminate();
@@ -403,6 +427,12 @@ int run_guard(int argc, const char* const* argv) {
     char kind = 0;
     if (!read_all(STDIN_FILENO, &kind, 1)) break;  // end of file: dlock died
     if (kind == kDone) return 0;                     // dlock saw the command end
+    if (kind == kStopping) {
+      tree.refresh();  // before dlock's first signal: it waits for the answer
+      tracking = true;
+      send_all(STDIN_FILENO, &kTracking, 1);
+      continue;
+    }
     std::int64_t ns = 0;
     if (kind != kValidUntil || !read_all(STDIN_FILENO, reinterpret_cast<char*>(&ns), sizeof ns)) break;
     kill_by = Clock::time_point(std::chrono::nanoseconds(ns));

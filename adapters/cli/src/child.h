@@ -78,6 +78,9 @@ struct StopPlan {
   // held: whenever it changes, and well before it comes (the guard kills the command by the
   // last deadline it was told).
   std::function<void(std::chrono::steady_clock::time_point)> report_kill_deadline;
+  // Called once before a stop's first signal (the guard reads the tree then: see
+  // CommandGuard::stopping).
+  std::function<void()> before_stop;
 };
 
 // Blocks until child `pid` has exited, then returns how. Meanwhile forwards every signal
@@ -128,6 +131,12 @@ class CommandGuard {
   // every process of this host); time_point::max() for never. Sends it only when it
   // changed. Never throws (a guard that is gone is not told).
   void kill_by(std::chrono::steady_clock::time_point deadline) noexcept;
+
+  // A stop of the command begins: the guard reads the tree now and every 50 ms from then on,
+  // so that if dlock dies during the stop, the guard still knows what dlock's signals
+  // orphaned (no longer found by parent pid). Waits up to 200 ms for the guard's first
+  // reading; call it before the first signal. Never throws.
+  void stopping() noexcept;
 
   // Stops the guard without it touching the command, and reaps it. Idempotent; never throws.
   void finish() noexcept;

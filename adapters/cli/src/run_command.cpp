@@ -217,6 +217,7 @@ int run_with_signals(const RunArgs& args, SignalFd& signals, const std::vector<i
   plan.margin = margin;
   if (args.max_hold) plan.stop_at = granted + *args.max_hold;
   plan.report_kill_deadline = [&guard](std::chrono::steady_clock::time_point at) { guard->kill_by(at); };
+  plan.before_stop = [&guard] { guard->stopping(); };
   plan.on_lost = [&](std::chrono::milliseconds kill_in) {
     std::cerr << "dlock: lock '" << shown << "' lost; stopping the command (SIGTERM, SIGKILL after "
               << format_duration(kill_in) << ")\n";
