@@ -93,6 +93,27 @@ TEST(CliGroup, AForwardedSignalReachesWhatTheCommandStarted) {
   EXPECT_TRUE(dies_within(sleeper.pid, milliseconds(2000))) << "SIGTERM reached only the shell";
 }
 
+// A forwarded SIGTERM (timeout(1), systemctl stop, a Ctrl-C) goes to CMD's group; a job of CMD
+// in a group of its own never gets it. Once CMD has died of it, that job must not run on
+// after dlock has released the lock (review F3: `timeout 1 dlock run ... -- bash -c 'set -m;
+// ...'` left both sleeps running beside the next holder).
+TEST(CliGroup, AForwardedSignalLeavesNoJobOfTheCommandRunningAfterTheRelease) {
+  Sandbox box;
+  auto jobpid = box.dir() / "job.pid";
+  pid_t p = box.start({"run", "--uri", box.file_uri(), "job", "--", "bash", "-c",
+                       "set -m; (echo $BASHPID > '" + jobpid.string() + "'; exec sleep 300) & wait"});
+  Reaper job{read_pid(jobpid)};
+  ASSERT_GT(job.pid, 0) << box.wait(p).err;
+  ASSERT_NE(::getpgid(job.pid), ::getpgid(p)) << "the job is not in a group of its own";
+  ::kill(p, SIGTERM);
+  auto r = box.wait(p, milliseconds(5000));
+  EXPECT_EQ(r.code, 128 + SIGTERM) << r.err;
+  const std::string old_gone = "s=$(cut -d' ' -f3 /proc/" + std::to_string(job.pid) +
+                               "/stat 2>/dev/null); [ -z \"$s\" ] || [ \"$s\" = Z ] || exit 9";
+  auto next = box.run({"run", "--uri", box.file_uri(), "--wait", "0", "job", "--", "sh", "-c", old_gone});
+  EXPECT_EQ(next.code, 0) << "the job ran on beside the next holder (9): " << next.err;
+}
+
 TEST(CliGroup, KillingDlockStopsTheCommandAndWhatItStarted) {
   Sandbox box;
   auto pidfile = box.dir() / "sleep.pid";
