@@ -149,6 +149,7 @@ ChildExit supervise(pid_t pid, std::uint64_t start, SignalFd& signals, const Eve
   std::optional<Clock::time_point> kill_at;  // set once SIGTERM was sent to stop it
   bool killed = false;
   bool lost_handled = false;
+  bool terminating = false;  // SIGINT, SIGTERM or SIGQUIT was forwarded: CMD is ending
   // By when the command must be dead: a margin before the lock may be someone else's.
   auto kill_deadline = [&plan] {
     const Clock::time_point end = plan.lock_end ? plan.lock_end() : Clock::time_point::max();
@@ -177,7 +178,17 @@ ChildExit supervise(pid_t pid, std::uint64_t start, SignalFd& signals, const Eve
         result.lost = true;
         if (plan.on_lost_at_exit) plan.on_lost_at_exit();
       }
-      if (result.lost) tree.kill();  // what it started must not run on unprotected
+      if (result.lost) {
+        tree.kill();  // what it started must not run on unprotected
+      } else if (terminating) {
+        // A terminating signal was forwarded to CMD's group only (job control): what CMD
+        // left in groups of its own never got it, and must not outlive the lock.
+        if (plan.before_stop) plan.before_stop();
+        tree.terminate();
+        const Clock::time_point until = std::min(Clock::now() + plan.grace, kill_deadline());
+        while (tree.refresh().runs && Clock::now() < until) std::this_thread::sleep_for(kRescan);
+        tree.kill();
+      }
       int status = 0;
       while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
       }
@@ -208,6 +219,11 @@ ChildExit supervise(pid_t pid, std::uint64_t start, SignalFd& signals, const Eve
       timeout = std::chrono::ceil<std::chrono::milliseconds>(*plan.stop_at - now);
     }
 
+    if (terminating && !kill_at) {
+      tree.refresh();  // what CMD's end will leave behind, found while its parents live
+      timeout = timeout ? std::min(*timeout, kRescan) : kRescan;
+    }
+
     if (!lost_handled && plan.report_kill_deadline) {
       const Clock::time_point deadline = kill_deadline();
       plan.report_kill_deadline(deadline);
@@ -222,7 +238,16 @@ ChildExit supervise(pid_t pid, std::uint64_t start, SignalFd& signals, const Eve
     int which = wait_readable({signals.fd(), lost_handled ? -1 : lost.fd()}, timeout);
     if (which == 0) {
       while (std::optional<int> sig = signals.read()) {
-        if (*sig != SIGCHLD) ::kill(-pid, *sig);
+        if (*sig == SIGCHLD) continue;
+        if (*sig == SIGINT || *sig == SIGTERM || *sig == SIGQUIT) {
+          // Read the tree before the signal orphans anything (and have the guard read it).
+          // Not SIGHUP: many a daemon reloads on it and runs on, and the tree would then be
+          // read every 50 ms for as long.
+          if (!terminating && plan.before_stop) plan.before_stop();
+          terminating = true;
+          tree.refresh();
+        }
+        ::kill(-pid, *sig);
       }
     } else if (which == 1) {
       lost_handled = true;
