@@ -81,13 +81,19 @@ recorded_port() {
   [[ -s "$f" ]] && tr -dc 0-9 <"$f"
 }
 
-# True while PID is a live process. A zombie counts as gone: it holds no port or file, and
-# the reaper here (PID 1 of a VM or container) may take a second or more to collect it.
+# True while PID is a live process (a thread of it runs). A zombie counts as gone: it holds no
+# port or file, and the reaper here (PID 1 of a VM or container) may take a second or more to
+# collect it.
 live_pid() {
-  local state
+  local task state
   kill -0 "$1" 2>/dev/null || return 1
-  state=$(sed -E 's/^[0-9]+ \(.*\) ([A-Za-z]).*/\1/' "/proc/$1/stat" 2>/dev/null) || return 1
-  [[ "$state" != Z && "$state" != X ]]
+  # Every thread, not the process's first one only: a JVM's main thread may exit first, and
+  # /proc/PID/stat then says zombie while its other threads still shut down holding its ports.
+  for task in "/proc/$1/task/"*/stat; do
+    state=$(sed -E 's/^[0-9]+ \(.*\) ([A-Za-z]).*/\1/' "$task" 2>/dev/null) || continue
+    [[ "$state" != Z && "$state" != X ]] && return 0
+  done
+  return 1
 }
 
 alive() {  # PID NAME: true if PID runs and is the expected program
