@@ -115,6 +115,20 @@ TEST(ProcessTree, TheCommandStaysAMemberAfterItLeavesItsGroup) {
   EXPECT_TRUE(later.lone_pids().empty());
 }
 
+// A group the tree knows emptied and its id was taken by a new, unrelated group between two
+// snapshots (pids wrap around: 32,768 of them here): nothing of the new group is a member.
+// It was adopted and killed (review F4, forced with ns_last_pid: 5 of 5).
+TEST(ProcessTree, AGroupIdTakenByAnUnrelatedGroupIsNotAdopted) {
+  ProcessTree tree(100, 0, {90}, {80});
+  tree.update(command_tree());  // knows job group 102 (processes 102, 103, 104)
+  // 102's processes ended; an outsider's new session leader took pid and group id 102.
+  std::vector<ProcessStat> later = {proc(1, 0, 1), proc(90, 80, 80), proc(100, 90, 100),
+                                    proc(102, 1, 102, 'S', 9000), proc(120, 102, 102, 'S', 9001)};
+  tree.update(later);
+  EXPECT_EQ(tree.groups(), (std::set<pid_t>{100})) << "group 102 is someone else's now";
+  EXPECT_TRUE(tree.lone_pids().empty());
+}
+
 // A nested dlock (110) in CMD's group: its CMD (111) and guard (112) lead groups of their own,
 // both made inside the tree. The outer guard (91) never is.
 TEST(ProcessTree, HoldsANestedDlocksCommandAndGuard) {
