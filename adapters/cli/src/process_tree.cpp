@@ -113,9 +113,19 @@ ProcessTree::Scan ProcessTree::update(const std::vector<ProcessStat>& processes)
     if (spared(pid) || it == by_pid.end()) return;
     if (members.emplace(pid, it->second->start).second) queue.push_back(pid);
   };
+  // A group seen before holds a process the last snapshot counted (same pid, same start), or
+  // its id is someone else's now: it emptied and pids wrapped around in between.
+  auto taken_over = [&](pid_t group, const std::vector<pid_t>& pids) {
+    if (seen_groups_.count(group) == 0) return false;
+    for (pid_t pid : pids) {
+      const auto before = members_.find(pid);
+      if (before != members_.end() && before->second == by_pid[pid]->start) return false;
+    }
+    return true;
+  };
   for (auto it = groups_.begin(); it != groups_.end();) {
     const auto found = by_group.find(*it);
-    if (found == by_group.end()) {
+    if (found == by_group.end() || taken_over(*it, found->second)) {
       it = groups_.erase(it);  // gone for good: a group by that id later is someone else's
     } else {
       for (pid_t pid : found->second) add(pid);
@@ -148,6 +158,7 @@ ProcessTree::Scan ProcessTree::update(const std::vector<ProcessStat>& processes)
     if (before == members_.end() || before->second != start) scan.grew = true;
   }
   members_ = std::move(members);
+  seen_groups_ = groups_;
   return scan;
 }
 

@@ -95,6 +95,7 @@ class ProcessTree {
   std::set<pid_t> spared_pids_;
   std::set<pid_t> spared_groups_;
   std::set<pid_t> groups_;
+  std::set<pid_t> seen_groups_;  // the groups the last snapshot had (checked for a take-over)
   std::map<pid_t, std::uint64_t> lone_;     // pid -> start time
   std::map<pid_t, std::uint64_t> members_;  // the last snapshot's members
 };
