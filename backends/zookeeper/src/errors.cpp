@@ -12,7 +12,8 @@ namespace dlock::zookeeper {
 bool is_transport_error(int rc) noexcept {
   return rc == kTimedOut || rc == ZCONNECTIONLOSS || rc == ZOPERATIONTIMEOUT ||
          rc == ZSESSIONEXPIRED || rc == ZSESSIONMOVED || rc == ZINVALIDSTATE || rc == ZCLOSING ||
-         rc == ZTHROTTLEDOP || rc == ZSYSTEMERROR || rc == ZNOTREADONLY;
+         rc == ZTHROTTLEDOP || rc == ZSYSTEMERROR || rc == ZNOTREADONLY ||
+         rc == ZRUNTIMEINCONSISTENCY;  // a reply out of order: the client drops the connection
 }
 
 std::string printable(std::string_view text) {

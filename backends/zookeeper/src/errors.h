@@ -20,7 +20,8 @@ std::string printable(std::string_view text);
 
 // Translates the failure `rc` of `doing` on `node` ("" if none) against `where`:
 //   connection loss, operation timeout, session expired/moved, invalid state (a dead
-//   handle), closing, throttled, system error, kTimedOut → unavailable (retry later);
+//   handle), closing, throttled, system error, a reply out of order (runtime
+//   inconsistency), kTimedOut → unavailable (retry later);
 //   no auth / auth failed / invalid ACL → invalid_argument naming the node (fix the ACL or
 //   the credentials in the URI); bad arguments → invalid_argument; unimplemented →
 //   unsupported; anything else (an unexpected no-node, node-exists…) → internal.
