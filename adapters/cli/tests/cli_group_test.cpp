@@ -51,6 +51,17 @@ pid_t read_pid(const std::filesystem::path& path) {
   return 0;
 }
 
+// A command for the next holder: exit 9 if process `pid` still runs (a zombie has ended).
+std::vector<std::string> exit_9_if_running(pid_t pid) {
+  return {"sh", "-c", "s=$(cut -d' ' -f3 /proc/" + std::to_string(pid) +
+                          "/stat 2>/dev/null); [ -z \"$s\" ] || [ \"$s\" = Z ] || exit 9"};
+}
+
+std::vector<std::string> concat(std::vector<std::string> a, const std::vector<std::string>& b) {
+  a.insert(a.end(), b.begin(), b.end());
+  return a;
+}
+
 // Kills a process a failed test would otherwise leave behind.
 struct Reaper {
   pid_t pid = 0;
@@ -108,9 +119,8 @@ TEST(CliGroup, AForwardedSignalLeavesNoJobOfTheCommandRunningAfterTheRelease) {
   ::kill(p, SIGTERM);
   auto r = box.wait(p, milliseconds(5000));
   EXPECT_EQ(r.code, 128 + SIGTERM) << r.err;
-  const std::string old_gone = "s=$(cut -d' ' -f3 /proc/" + std::to_string(job.pid) +
-                               "/stat 2>/dev/null); [ -z \"$s\" ] || [ \"$s\" = Z ] || exit 9";
-  auto next = box.run({"run", "--uri", box.file_uri(), "--wait", "0", "job", "--", "sh", "-c", old_gone});
+  auto next = box.run(concat({"run", "--uri", box.file_uri(), "--wait", "0", "job", "--"},
+                             exit_9_if_running(job.pid)));
   EXPECT_EQ(next.code, 0) << "the job ran on beside the next holder (9): " << next.err;
 }
 
@@ -148,9 +158,8 @@ TEST(CliGroup, KillingDlockOnASessionBackendLeavesTheCommandNoGraceBesideTheNext
   ::kill(p, SIGKILL);
   box.wait(p);
   // Exit 9 if the old command still runs (a zombie has ended) once the next holder has the lock.
-  const std::string old_gone = "s=$(cut -d' ' -f3 /proc/" + std::to_string(shell.pid) +
-                               "/stat 2>/dev/null); [ -z \"$s\" ] || [ \"$s\" = Z ] || exit 9";
-  auto next = box.run({"run", "--uri", box.file_uri(), "--wait", "3s", "job", "--", "sh", "-c", old_gone});
+  auto next = box.run(concat({"run", "--uri", box.file_uri(), "--wait", "3s", "job", "--"},
+                             exit_9_if_running(shell.pid)));
   EXPECT_EQ(next.code, 0) << "want the lock within 3 s, after the old command (9: it still ran): "
                           << next.err;
   EXPECT_TRUE(dies_within(shell.pid, milliseconds(2000))) << "the command ran on beside the next holder";
@@ -163,17 +172,6 @@ std::filesystem::path stubborn_script(const Sandbox& box) {
   std::ofstream(path) << "trap '' TERM\necho $$ > \"$1.tmp\"; mv \"$1.tmp\" \"$1\"\n"
                          "while :; do sleep 0.05; done\n";
   return path;
-}
-
-// A command for the next holder: exit 9 if process `pid` still runs (a zombie has ended).
-std::vector<std::string> exit_9_if_running(pid_t pid) {
-  return {"sh", "-c", "s=$(cut -d' ' -f3 /proc/" + std::to_string(pid) +
-                          "/stat 2>/dev/null); [ -z \"$s\" ] || [ \"$s\" = Z ] || exit 9"};
-}
-
-std::vector<std::string> concat(std::vector<std::string> a, const std::vector<std::string>& b) {
-  a.insert(a.end(), b.begin(), b.end());
-  return a;
 }
 
 // A nested `dlock run` puts its own CMD in a group of its own. When the outer dlock is
@@ -321,9 +319,8 @@ TEST(CliGroup, ACommandThatLeavesItsGroupIsStillStoppedWhenDlockIsKilled) {
   ASSERT_NE(::getpgid(cmd.pid), cmd.pid) << "the command did not leave its group";
   ::kill(p, SIGKILL);
   box.wait(p);
-  const std::string old_gone = "s=$(cut -d' ' -f3 /proc/" + std::to_string(cmd.pid) +
-                               "/stat 2>/dev/null); [ -z \"$s\" ] || [ \"$s\" = Z ] || exit 9";
-  auto next = box.run({"run", "--uri", box.file_uri(), "--wait", "3s", "job", "--", "sh", "-c", old_gone});
+  auto next = box.run(concat({"run", "--uri", box.file_uri(), "--wait", "3s", "job", "--"},
+                             exit_9_if_running(cmd.pid)));
   EXPECT_EQ(next.code, 0) << "want the lock within 3 s, after the old command (9: it still ran): "
                           << next.err;
   EXPECT_TRUE(dies_within(cmd.pid, milliseconds(2000))) << "the command ran on after dlock was killed";
@@ -377,9 +374,8 @@ TEST(CliGroup, ADlockKilledDuringAStopLeavesNoOrphanedJobBesideTheNextHolder) {
   ASSERT_NE(parent_of(orphan.pid), shell) << "the job's shell outlived the stop";
   ::kill(p, SIGKILL);
   box.wait(p);
-  const std::string old_gone = "s=$(cut -d' ' -f3 /proc/" + std::to_string(orphan.pid) +
-                               "/stat 2>/dev/null); [ -z \"$s\" ] || [ \"$s\" = Z ] || exit 9";
-  auto next = box.run({"run", "--uri", box.file_uri(), "--wait", "12s", "job", "--", "sh", "-c", old_gone});
+  auto next = box.run(concat({"run", "--uri", box.file_uri(), "--wait", "12s", "job", "--"},
+                             exit_9_if_running(orphan.pid)));
   EXPECT_EQ(next.code, 0) << "the next holder ran beside the orphaned job (9) or never got the lock: "
                           << next.err;
 }
