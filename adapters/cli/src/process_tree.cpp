@@ -56,36 +56,30 @@ std::optional<ProcessStat> parse_stat(std::string_view text) {
   return out;
 }
 
+std::optional<ProcessStat> read_process(pid_t pid) {
+  const std::string path = "/proc/" + std::to_string(pid) + "/stat";
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return std::nullopt;  // ended meanwhile
+  char buf[1024];                   // a line is a few hundred bytes; COMM is at most 64
+  const ssize_t n = ::read(fd, buf, sizeof buf);
+  ::close(fd);
+  if (n <= 0) return std::nullopt;
+  return parse_stat(std::string_view(buf, static_cast<std::size_t>(n)));
+}
+
 std::optional<std::vector<ProcessStat>> read_processes() {
   DIR* dir = ::opendir("/proc");
   if (dir == nullptr) return std::nullopt;
   std::vector<ProcessStat> out;
   while (const dirent* e = ::readdir(dir)) {
     const std::string_view name(e->d_name);
-    if (name.empty() || name.find_first_not_of("0123456789") != std::string_view::npos) continue;
-    const std::string path = "/proc/" + std::string(name) + "/stat";
-    const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-    if (fd < 0) continue;  // ended meanwhile
-    char buf[1024];        // a line is a few hundred bytes; COMM is at most 64
-    const ssize_t n = ::read(fd, buf, sizeof buf);
-    ::close(fd);
-    if (n <= 0) continue;
-    const std::string_view text(buf, static_cast<std::size_t>(n));
-    if (std::optional<ProcessStat> stat = parse_stat(text)) out.push_back(*stat);
+    pid_t pid = 0;
+    const auto [end, error] = std::from_chars(name.data(), name.data() + name.size(), pid);
+    if (name.empty() || error != std::errc{} || end != name.data() + name.size()) continue;
+    if (std::optional<ProcessStat> stat = read_process(pid)) out.push_back(*stat);
   }
   ::closedir(dir);
   return out;
-}
-
-std::optional<ProcessStat> read_process(pid_t pid) {
-  const std::string path = "/proc/" + std::to_string(pid) + "/stat";
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return std::nullopt;
-  char buf[1024];
-  const ssize_t n = ::read(fd, buf, sizeof buf);
-  ::close(fd);
-  if (n <= 0) return std::nullopt;
-  return parse_stat(std::string_view(buf, static_cast<std::size_t>(n)));
 }
 
 ProcessTree::ProcessTree(pid_t pgid, std::uint64_t leader_start, std::vector<pid_t> spared_pids,
