@@ -298,6 +298,15 @@ void run_contended(const std::string& uri, std::shared_ptr<dlock::ILockProvider>
                ", commands run incl. inside scripts " + fmt_fixed(commands->total / per, 1) + " (server-wide)";
     c.metrics.emplace_back("scripts_per_acquisition", commands->scripts / per);
     c.metrics.emplace_back("commands_incl_scripts_per_acquisition", commands->total / per);
+    // Where a hand-off's time goes on the server: its main thread's CPU, and the part of it
+    // spent inside scripts (the commands they ran included).
+    if (handoffs) {
+      const double server_us = commands->server_cpu_s * 1e6 / static_cast<double>(handoffs);
+      c.other += "; server main thread CPU per handoff " + fmt_fixed(server_us, 1) + " µs, of which inside scripts " +
+                 fmt_fixed(commands->script_usec / static_cast<double>(handoffs), 1) + " µs";
+      c.metrics.emplace_back("server_cpu_us_per_handoff", server_us);
+      c.metrics.emplace_back("script_us_per_handoff", commands->script_usec / static_cast<double>(handoffs));
+    }
   }
   report.add(std::move(c));
 

@@ -99,6 +99,7 @@ RedisHandoffFloor run_redis_handoff_floor(const dlock::Uri& uri, const Settings&
   f.cpu_s_per_1000_handoffs = res.cpu_s_per_1000_handoffs();
   f.commands_per_acquisition = res.acquisitions ? commands.total / static_cast<double>(res.acquisitions) : 0;
   if (!res.latency.empty()) f.p50_us = res.latency.p50_us();
+  if (res.handoffs) f.server_cpu_us_per_handoff = commands.server_cpu_s * 1e6 / static_cast<double>(res.handoffs);
 
   Row row;
   row.section = "b";
@@ -111,12 +112,14 @@ RedisHandoffFloor run_redis_handoff_floor(const dlock::Uri& uri, const Settings&
   row.other = fmt_count(f.handoffs_per_s) + " handoffs/s; " + fmt_count(f.acquisitions_per_s) + " acquisitions/s; " +
               fmt_fixed(res.reacquired_by_releaser_percent(), 1) + "% re-acquired by the releaser; CPU per 1,000 handoffs " +
               fmt_fixed(f.cpu_s_per_1000_handoffs, 3) + " s; commands per acquisition " +
-              fmt_fixed(f.commands_per_acquisition, 1) + "; overlaps " + std::to_string(res.overlaps);
+              fmt_fixed(f.commands_per_acquisition, 1) + "; server main thread CPU per handoff " +
+              fmt_fixed(f.server_cpu_us_per_handoff, 1) + " µs; overlaps " + std::to_string(res.overlaps);
   row.verdict = res.overlaps == 0 ? Verdict::info : Verdict::fail;
   row.metrics = {{"handoffs_per_s", f.handoffs_per_s},
                  {"acquisitions_per_s", f.acquisitions_per_s},
                  {"cpu_s_per_1000_handoffs", f.cpu_s_per_1000_handoffs},
                  {"commands_per_acquisition", f.commands_per_acquisition},
+                 {"server_cpu_us_per_handoff", f.server_cpu_us_per_handoff},
                  {"overlaps", static_cast<double>(res.overlaps)}};
   if (f.p50_us) row.metrics.emplace_back("p50_us", *f.p50_us);
   report.add(std::move(row));
@@ -125,7 +128,7 @@ RedisHandoffFloor run_redis_handoff_floor(const dlock::Uri& uri, const Settings&
 
 void add_redis_handoff_ratios(const RedisHandoffFloor& floor, Report& report) {
   const std::string who = ", " + std::to_string(floor.workers) + " processes";
-  double rate = -1, cpu = -1, cmds = -1;
+  double rate = -1, cpu = -1, cmds = -1, server_us = -1;
   std::optional<double> p50;
   for (const Row& row : report.rows()) {
     if (row.section != "b" || row.what.find(who) == std::string::npos) continue;
@@ -134,6 +137,7 @@ void add_redis_handoff_ratios(const RedisHandoffFloor& floor, Report& report) {
     if (row.what.starts_with("CPU per 1,000 handoffs")) {
       cpu = row.metric("cpu_s_per_1000_handoffs");
       cmds = row.metric("commands_incl_scripts_per_acquisition");
+      server_us = row.metric("server_cpu_us_per_handoff");
     }
   }
   if (rate < 0 || floor.handoffs_per_s <= 0) throw std::runtime_error("no dlock hand-off figures to compare");
@@ -152,11 +156,14 @@ void add_redis_handoff_ratios(const RedisHandoffFloor& floor, Report& report) {
             (p50 && floor.p50_us ? " (" + fmt_fixed(*p50 / *floor.p50_us, 2) + " x)" : std::string()) +
             "; commands per acquisition " + fmt_fixed(cmds, 1) + " vs " + fmt_fixed(floor.commands_per_acquisition, 1) +
             "; CPU per 1,000 handoffs " + fmt_fixed(cpu, 3) + " s vs " + fmt_fixed(floor.cpu_s_per_1000_handoffs, 3) +
-            " s (" + fmt_fixed(ratio(cpu, floor.cpu_s_per_1000_handoffs), 2) + " x)";
+            " s (" + fmt_fixed(ratio(cpu, floor.cpu_s_per_1000_handoffs), 2) + " x); server main thread CPU per handoff " +
+            fmt_fixed(server_us, 1) + " µs vs " + fmt_fixed(floor.server_cpu_us_per_handoff, 1) + " µs";
   r.metrics = {{"ratio_to_floor_handoffs_per_s", r_rate},
                {"ratio_to_floor_cpu_per_1000_handoffs", ratio(cpu, floor.cpu_s_per_1000_handoffs)},
                {"commands_per_acquisition", cmds},
-               {"floor_commands_per_acquisition", floor.commands_per_acquisition}};
+               {"floor_commands_per_acquisition", floor.commands_per_acquisition},
+               {"server_cpu_us_per_handoff", server_us},
+               {"floor_server_cpu_us_per_handoff", floor.server_cpu_us_per_handoff}};
   if (p50 && floor.p50_us) r.metrics.emplace_back("ratio_to_floor_p50", *p50 / *floor.p50_us);
   report.add(std::move(r));
 }

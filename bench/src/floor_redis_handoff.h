@@ -18,6 +18,7 @@ struct RedisHandoffFloor {
   std::optional<double> p50_us;           // release -> another process holds
   double cpu_s_per_1000_handoffs = 0;     // all workers, user+sys, whole lifetime
   double commands_per_acquisition = 0;    // server-wide, INFO of the reading excluded
+  double server_cpu_us_per_handoff = 0;   // the server's main thread, user+sys
 };
 
 enum class RedisFloorKind {

@@ -118,8 +118,10 @@ CommandCounts read_command_counts(RedisWire& wire) {
   for (const auto& [key, value] : cmd) {
     if (key.starts_with("cmdstat_")) c.calls[key.substr(8)] = calls_of(cmd, key.substr(8));
   }
-  for (const char* s : {"eval", "evalsha", "eval_ro", "evalsha_ro", "fcall", "fcall_ro"})
+  for (const char* s : {"eval", "evalsha", "eval_ro", "evalsha_ro", "fcall", "fcall_ro"}) {
     c.scripts += calls_of(cmd, s);
+    c.script_usec += field_of(cmd, s, "usec=");  // the first "usec=": not usec_per_call
+  }
   c.info = calls_of(cmd, "info");
   auto stats = wire.info("stats");
   auto it = stats.find("total_commands_processed");
@@ -137,6 +139,7 @@ CommandDelta operator-(const CommandCounts& after, const CommandCounts& before) 
   // Our own INFO calls are counted by the server too.
   d.total = static_cast<double>(after.total - before.total) - static_cast<double>(after.info - before.info);
   d.scripts = static_cast<double>(after.scripts - before.scripts);
+  d.script_usec = static_cast<double>(after.script_usec - before.script_usec);
   d.reads = static_cast<double>(after.reads - before.reads) - static_cast<double>(after.info - before.info);
   d.server_cpu_s = after.server_cpu_s - before.server_cpu_s;
   for (const auto& [name, n] : after.calls) {

@@ -59,6 +59,9 @@ class RedisWire {
 struct CommandCounts {
   std::uint64_t total = 0;    // INFO stats total_commands_processed
   std::uint64_t scripts = 0;  // calls of eval, evalsha, eval_ro, evalsha_ro, fcall, fcall_ro
+  // INFO commandstats usec of those calls: the server's time inside scripts, the commands
+  // they ran included.
+  std::uint64_t script_usec = 0;
   std::uint64_t info = 0;     // calls of INFO (ours, to subtract; 3 per reading)
   // INFO stats total_reads_processed: read events on client sockets. A pipelined batch
   // arrives in one or a few reads, so this bounds the round trips clients started.
@@ -71,6 +74,7 @@ struct CommandCounts {
 struct CommandDelta {
   double total = 0;
   double scripts = 0;
+  double script_usec = 0;   // the server's time inside scripts
   double reads = 0;         // read events, our INFO calls taken out: >= client round trips
   double server_cpu_s = 0;  // the server's main thread
   std::map<std::string, std::uint64_t> calls;  // per command, INFO excluded
