@@ -147,6 +147,34 @@ TEST(PgCancel, WithNoIdleSessionTheCancelRequestEndsTheWait) {
   EXPECT_TRUE(held_b->release());
 }
 
+// Stops `waiter_pid` (q's server process for waits; `client_port`: its connection's client
+// side), starts a wait on `name` through `q` and cancels it while the wait statement sits
+// unread in the stopped process's socket; resumes the process 100 ms later. The cancel must
+// end the wait soon after the resume (not at command_timeout, 500 ms), without closing the
+// session, and leave nothing queued for `q_app`. `how`: how the cancel travels, for the log.
+void expect_a_cancel_before_the_wait_started_not_lost(ILockProvider& q, const std::string& q_app,
+                                                      const std::string& name, int waiter_pid,
+                                                      int client_port, const std::string& how) {
+  const int server_port = std::stoi(test::admin("SHOW port")[0][0]);
+  ASSERT_EQ(rx_queue_from(server_port, client_port), 0) << "the waiter session's server socket (/proc/net/tcp)";
+  test::StoppedBackend stopped(waiter_pid);
+  CancelledWaiter w(q, name);
+  ASSERT_TRUE(eventually([&] { return rx_queue_from(server_port, client_port) > 0; }, 2s))
+      << "the wait statement was not sent";
+  w.cancel();
+  std::this_thread::sleep_for(100ms);  // the cancel is on its way while the server process is stopped
+  stopped.resume();
+  ASSERT_TRUE(eventually([&] { return w.took >= 0; }, 2s)) << "the cancelled waiter did not return";
+  EXPECT_FALSE(w.got.load());
+  std::cout << "[postgres] a waiter cancelled " << how << " before its wait reached the server returned "
+            << w.took.load() << " ms after the cancel (the server process resumed 100 ms after it)\n";
+  EXPECT_LT(w.took.load(), 100 + 150) << "the cancel was lost: the wait ran on until command_timeout";
+  EXPECT_EQ(test::admin("SELECT count(*) FROM pg_stat_activity WHERE pid = " + std::to_string(waiter_pid))[0][0], "1")
+      << "the waiter's session was closed (its cancel was not taken)";
+  EXPECT_TRUE(eventually([&] { return test::advisory_locks_of(q_app, /*granted=*/false) == 0; }, 2s))
+      << "the cancelled wait stayed queued";
+}
+
 // PostgreSQL drops a cancel that reaches a backend between statements. A cancel asked for
 // right after the wait statement was sent, before the server process has read it (here: it
 // is stopped, and the statement sits in its socket), must still end the wait once it runs,
@@ -171,27 +199,8 @@ TEST(PgCancel, ACancelBeforeTheWaitStartedOnTheServerIsNotLost) {
       "SELECT pid, client_port FROM pg_stat_activity a WHERE application_name = '" + q_app +
       "' AND NOT EXISTS (SELECT 1 FROM pg_locks l WHERE l.pid = a.pid AND l.locktype = 'advisory')");
   ASSERT_EQ(rows.size(), 1u) << "q's sessions: one holding x, one for waits";
-  const int waiter_pid = std::stoi(rows[0][0]);
-  const int client_port = std::stoi(rows[0][1]);
-  const int server_port = std::stoi(test::admin("SHOW port")[0][0]);
-  const long before = rx_queue_from(server_port, client_port);
-  ASSERT_EQ(before, 0) << "the waiter session's server socket (/proc/net/tcp)";
-  test::StoppedBackend stopped(waiter_pid);
-  CancelledWaiter w(*q, "c");
-  ASSERT_TRUE(eventually([&] { return rx_queue_from(server_port, client_port) > 0; }, 2s))
-      << "the wait statement was not sent";
-  w.cancel();
-  std::this_thread::sleep_for(100ms);  // the cancel is on its way while the server process is stopped
-  stopped.resume();
-  ASSERT_TRUE(eventually([&] { return w.took >= 0; }, 2s)) << "the cancelled waiter did not return";
-  EXPECT_FALSE(w.got.load());
-  std::cout << "[postgres] a waiter cancelled before its wait reached the server returned " << w.took.load()
-            << " ms after the cancel (the server process resumed 100 ms after it)\n";
-  EXPECT_LT(w.took.load(), 100 + 150) << "the cancel was lost: the wait ran on until command_timeout";
-  EXPECT_EQ(test::admin("SELECT count(*) FROM pg_stat_activity WHERE pid = " + std::to_string(waiter_pid))[0][0], "1")
-      << "the waiter's session was closed (its cancel was not taken)";
-  EXPECT_TRUE(eventually([&] { return test::advisory_locks_of(q_app, /*granted=*/false) == 0; }, 2s))
-      << "the cancelled wait stayed queued";
+  expect_a_cancel_before_the_wait_started_not_lost(*q, q_app, "c", std::stoi(rows[0][0]), std::stoi(rows[0][1]),
+                                                   "through a pooled session");
   EXPECT_TRUE(x->release());
   EXPECT_TRUE(held->release());
 }
@@ -214,31 +223,8 @@ TEST(PgCancel, ACancelRequestBeforeTheWaitStartedOnTheServerIsNotLost) {
   const auto rows = test::admin(
       "SELECT pid, client_port FROM pg_stat_activity WHERE application_name = '" + q_app + "'");
   ASSERT_EQ(rows.size(), 1u) << "q's one session";
-  const int waiter_pid = std::stoi(rows[0][0]);
-  const int client_port = std::stoi(rows[0][1]);
-  const int server_port = std::stoi(test::admin("SHOW port")[0][0]);
-  ASSERT_EQ(rx_queue_from(server_port, client_port), 0) << "its server socket (/proc/net/tcp)";
-  test::StoppedBackend stopped(waiter_pid);
-  CancelledWaiter w(*q, "c");
-  ASSERT_TRUE(eventually([&] { return rx_queue_from(server_port, client_port) > 0; }, 2s))
-      << "the wait statement was not sent";
-  w.cancel();
-  std::this_thread::sleep_for(100ms);  // the request reaches the stopped process meanwhile
-  stopped.resume();
-  ASSERT_TRUE(eventually([&] { return w.took >= 0; }, 2s)) << "the waiter did not return";
-  EXPECT_FALSE(w.got.load());
-  std::cout << "[postgres] a waiter cancelled by a cancel request before its wait reached the "
-               "server returned "
-            << w.took.load() << " ms after the cancel (its server process resumed at 100 ms)\n";
-  EXPECT_LT(w.took.load(), 100 + 150)
-      << "the cancel was lost: the wait ran on until command_timeout";
-  EXPECT_EQ(test::admin("SELECT count(*) FROM pg_stat_activity WHERE pid = " +
-                        std::to_string(waiter_pid))[0][0],
-            "1")
-      << "the waiter's session was closed (its cancel was not taken)";
-  EXPECT_TRUE(eventually([&] { return test::advisory_locks_of(q_app, /*granted=*/false) == 0; },
-                         2s))
-      << "the cancelled wait stayed queued";
+  expect_a_cancel_before_the_wait_started_not_lost(*q, q_app, "c", std::stoi(rows[0][0]), std::stoi(rows[0][1]),
+                                                   "by a cancel request");
   EXPECT_TRUE(held->release());
 }
 
