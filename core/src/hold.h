@@ -6,6 +6,7 @@
 // HoldState keeps its ProviderCore (backend, watchdog) alive.
 #pragma once
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cstdint>
@@ -44,9 +45,19 @@ struct HoldState {
   // The watchdog's plan for this lock, guarded by the Scheduler's mutex.
   // Set: renewed (lease backends) or probed (session backends) every third of it.
   std::optional<std::chrono::milliseconds> renew_lease;
-  // How long before server_expiry() / client_expiry() the lost signal fires.
-  std::chrono::milliseconds server_margin{0};
-  std::chrono::milliseconds client_margin{0};
+  // How long before server_expiry() / client_expiry() the lost signal fires. Written under
+  // the Scheduler's mutex; atomic for Lease::held(), which reads them without it.
+  std::atomic<std::chrono::milliseconds> server_margin{std::chrono::milliseconds(0)};
+  std::atomic<std::chrono::milliseconds> client_margin{std::chrono::milliseconds(0)};
+  // When the holder is told the lock is lost if nothing renews it first: a margin before
+  // whichever expiry comes first (time_point::max() when neither has an end).
+  Clock::time_point loss_deadline() const noexcept {
+    auto minus = [](Clock::time_point t, std::chrono::milliseconds m) {
+      return t == Clock::time_point::max() ? t : t - m;
+    };
+    return std::min(minus(lock->server_expiry(), server_margin.load()),
+                    minus(lock->client_expiry(), client_margin.load()));
+  }
   Clock::time_point next_renew = Clock::time_point::max();
   Clock::time_point max_hold_deadline = Clock::time_point::max();
   bool renewing = false;  // a renewal of it is in flight on the worker thread

@@ -47,7 +47,11 @@ Lease& Lease::operator=(Lease&& other) noexcept {
 Lease::~Lease() = default;
 
 bool Lease::held() const noexcept {
-  return hold_ && !hold_->released() && !hold_->state()->lock->lost() && hold_->state()->in_taking_process();
+  if (!hold_ || hold_->released()) return false;
+  const detail::HoldState& st = *hold_->state();
+  // Past the moment the lost signal is due, the lock is not ours to count on even if the
+  // watchdog has not run yet (a paused process, a busy machine).
+  return !st.lock->lost() && st.in_taking_process() && std::chrono::steady_clock::now() < st.loss_deadline();
 }
 
 const std::string& Lease::name() const noexcept { return hold_ ? hold_->state()->lock->name() : kEmpty; }

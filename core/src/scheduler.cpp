@@ -65,15 +65,6 @@ milliseconds retry_delay(milliseconds lease) {
   return std::clamp(lease / 10, milliseconds(10), milliseconds(1000));
 }
 
-// Before this, the holder is told: a margin before whichever expiry comes first.
-Clock::time_point loss_deadline(const HoldState& st) {
-  auto minus = [](Clock::time_point t, milliseconds m) {
-    return t == Clock::time_point::max() ? t : t - m;
-  };
-  return std::min(minus(st.lock->server_expiry(), st.server_margin),
-                  minus(st.lock->client_expiry(), st.client_margin));
-}
-
 struct GiveUp {
   std::shared_ptr<HoldState> state;
   Clock::time_point release_at;  // when the backend's release runs
@@ -141,14 +132,14 @@ Tick plan_tick(Scheduler::Shared& shared, Clock::time_point now) DLOCK_REQUIRES(
       t.to_give_up.push_back({std::move(st), now});
       continue;
     }
-    if (now >= loss_deadline(*st)) {
+    if (now >= st->loss_deadline()) {
       // Told a margin early; the lock itself lasts until it runs out: then the core releases
       // it (owner-checked), so nothing a late renewal re-armed outlives the hold.
       Clock::time_point end = st->lock->expires_at();
       t.to_give_up.push_back({std::move(st), end});
       continue;
     }
-    t.next_wake = std::min({t.next_wake, st->max_hold_deadline, loss_deadline(*st)});
+    t.next_wake = std::min({t.next_wake, st->max_hold_deadline, st->loss_deadline()});
     if (st->renew_lease && !st->renewing) {
       if (st->next_renew <= now + batch_slack(*st->renew_lease)) {
         earliest_candidate = std::min(earliest_candidate, st->next_renew);
@@ -351,7 +342,7 @@ void Scheduler::watch(const std::shared_ptr<HoldState>& state, const WatchPlan& 
     entries.push_back(state);
     state->watched = true;
     Clock::time_point first =
-        std::min({state->next_renew, plan.max_hold_deadline, loss_deadline(*state)});
+        std::min({state->next_renew, plan.max_hold_deadline, state->loss_deadline()});
     sooner = first < shared_->sleeping_until;
     if (sooner) shared_->poked = true;
   }

@@ -33,7 +33,9 @@ class [[nodiscard]] Lease {
   // ends by itself: lease-based locks expire, session-based ones die with the session.
   ~Lease();
 
-  // True while this hold is not released and its lock is not known lost.
+  // True while this hold is not released, its lock is not known lost, and the moment its lost
+  // signal is due (a margin before expires_at(), see lost_token) has not come: a holder whose
+  // watchdog has not run since (a paused process) is not told it holds a lock past its end.
   bool held() const noexcept;
   explicit operator bool() const noexcept { return held(); }
 
