@@ -35,6 +35,17 @@ Sandbox::~Sandbox() {
 std::string Sandbox::file_uri() const { return "file://" + (dir_ / "locks").string(); }
 
 pid_t Sandbox::start(const std::vector<std::string>& args, const std::map<std::string, std::string>& env) {
+  std::vector<std::string> argv{DLOCK_CLI_PATH};
+  argv.insert(argv.end(), args.begin(), args.end());
+  return start_program(argv, env);
+}
+
+std::filesystem::path Sandbox::stderr_path(pid_t pid) const {
+  return dir_ / ("err-" + std::to_string(started_.at(pid).second));
+}
+
+pid_t Sandbox::start_program(const std::vector<std::string>& args,
+                             const std::map<std::string, std::string>& env) {
   std::map<std::string, std::string> vars;
   for (char** e = environ; *e != nullptr; ++e) {
     std::string entry(*e);
@@ -56,8 +67,7 @@ pid_t Sandbox::start(const std::vector<std::string>& args, const std::map<std::s
   for (auto& s : env_strings) envp.push_back(s.data());
   envp.push_back(nullptr);
 
-  std::vector<std::string> argv_strings{DLOCK_CLI_PATH};
-  argv_strings.insert(argv_strings.end(), args.begin(), args.end());
+  std::vector<std::string> argv_strings = args;
   std::vector<char*> argv;
   for (auto& s : argv_strings) argv.push_back(s.data());
   argv.push_back(nullptr);
@@ -70,9 +80,9 @@ pid_t Sandbox::start(const std::vector<std::string>& args, const std::map<std::s
   posix_spawn_file_actions_addopen(&actions, 1, out.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
   posix_spawn_file_actions_addopen(&actions, 2, err.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
   pid_t pid = -1;
-  int rc = ::posix_spawn(&pid, argv[0], &actions, nullptr, argv.data(), envp.data());
+  int rc = ::posix_spawnp(&pid, argv[0], &actions, nullptr, argv.data(), envp.data());
   posix_spawn_file_actions_destroy(&actions);
-  if (rc != 0) throw std::runtime_error("cannot start " DLOCK_CLI_PATH);
+  if (rc != 0) throw std::runtime_error("cannot start " + argv_strings[0]);
   started_[pid] = {std::chrono::steady_clock::now(), index};
   return pid;
 }

@@ -34,6 +34,12 @@ class Sandbox {
   // process's, minus DLOCK_URI, with XDG_RUNTIME_DIR=<dir>, then `env` applied (an empty
   // value unsets the variable).
   pid_t start(const std::vector<std::string>& args, const std::map<std::string, std::string>& env = {});
+  // The same for any program: `argv[0]` is looked up in $PATH (as posix_spawnp does).
+  // REQUIRES: argv is not empty.
+  pid_t start_program(const std::vector<std::string>& argv,
+                      const std::map<std::string, std::string>& env = {});
+  // The file a process started here writes its stderr into (it stays after wait()).
+  std::filesystem::path stderr_path(pid_t pid) const;
   // Waits at most `limit` for `pid` (SIGKILLs it and reports timed_out after that).
   Finished wait(pid_t pid, std::chrono::milliseconds limit = std::chrono::seconds(20));
   // Waits up to `limit` for `path` to exist; false at once if `pid` exits first.
