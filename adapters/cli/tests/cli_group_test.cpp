@@ -535,5 +535,31 @@ TEST(CliGuard, AMemberTheGuardMayNotKillCostsLittleAndKeepsTheLockHeld) {
   EXPECT_EQ(next.code, 0) << next.err;
 }
 
+// Killing only the guard (`kill -9 GUARD`) left dlock running unguarded, without a word: a later
+// `kill -9` of dlock then left CMD running with the lock free (review F6). dlock must notice
+// its guard's death at once and start a new one, so that CMD is still stopped before the next
+// holder gets the lock.
+TEST(CliGuard, AKilledGuardIsReplacedSoAKilledDlockStillLeavesNoCommand) {
+  Sandbox box;
+  const auto cmdpid = box.dir() / "cmd.pid";
+  pid_t p = box.start({"run", "--uri", box.file_uri(), "--grace", "300ms", "job", "--", "sh",
+                       stubborn_script(box).string(), cmdpid.string()});
+  Reaper cmd{read_pid(cmdpid)};
+  ASSERT_GT(cmd.pid, 0) << box.wait(p).err;
+  const std::vector<pid_t> guards = guards_of(p, milliseconds(3000));
+  ASSERT_EQ(guards.size(), 1u) << "dlock runs one guard process while the command runs";
+  ::kill(guards[0], SIGKILL);
+  EXPECT_EQ(guards_of(p, milliseconds(3000), guards[0]).size(), 1u)
+      << "dlock started no new guard after its guard was killed";
+  ::kill(p, SIGKILL);
+  box.wait(p);
+  auto next = box.run(concat({"run", "--uri", box.file_uri(), "--wait", "5s", "job", "--"},
+                             exit_9_if_running(cmd.pid)));
+  EXPECT_EQ(next.code, 0) << "want the lock within 5 s, after the old command (9: it still ran): "
+                          << next.err;
+  EXPECT_TRUE(dies_within(cmd.pid, milliseconds(2000)))
+      << "the command outlived dlock and its guard";
+}
+
 }  // namespace
 }  // namespace dlock::cli::testing
