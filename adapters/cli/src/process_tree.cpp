@@ -146,11 +146,13 @@ ProcessTree::Scan ProcessTree::update(const std::vector<ProcessStat>& processes)
     for (pid_t child : children[p.pid]) add(child);
   }
   Scan scan;
+  running_.clear();
   for (const auto& [pid, start] : members) {
-    if (!dead(by_pid[pid]->state)) scan.runs = true;
+    if (!dead(by_pid[pid]->state)) running_.push_back(pid);
     const auto before = members_.find(pid);
     if (before == members_.end() || before->second != start) scan.grew = true;
   }
+  scan.runs = !running_.empty();
   members_ = std::move(members);
   seen_groups_ = groups_;
   return scan;

@@ -88,6 +88,8 @@ class ProcessTree {
   // The groups signalled as groups (kill(-pgid)), and the members known by pid alone.
   const std::set<pid_t>& groups() const { return groups_; }
   std::set<pid_t> lone_pids() const;
+  // The members the last snapshot found running (not zombies), by pid, in ascending order.
+  const std::vector<pid_t>& running() const { return running_; }
 
  private:
   bool spared(pid_t pid) const;
@@ -98,6 +100,7 @@ class ProcessTree {
   std::set<pid_t> seen_groups_;  // the groups the last snapshot had (checked for a take-over)
   std::map<pid_t, std::uint64_t> lone_;     // pid -> start time
   std::map<pid_t, std::uint64_t> members_;  // the last snapshot's members
+  std::vector<pid_t> running_;              // those of them that are not zombies
 };
 
 }  // namespace dlock::cli

@@ -96,7 +96,9 @@ TEST(ProcessTree, ZombiesDoNotRunAndAnEmptyGroupIsGoneForGood) {
   ProcessTree tree(100, 0, {90}, {80});
   EXPECT_FALSE(
       tree.update({proc(90, 1, 80), proc(100, 90, 100, 'Z'), proc(102, 1, 100, 'X')}).runs);
+  EXPECT_TRUE(tree.running().empty());
   EXPECT_TRUE(tree.update({proc(90, 1, 80), proc(100, 90, 100, 'Z'), proc(103, 1, 100)}).runs);
+  EXPECT_EQ(tree.running(), std::vector<pid_t>{103});  // what the guard says it cannot stop
   EXPECT_FALSE(tree.update({proc(90, 1, 80)}).runs);
   // Group 100 had no process left: a group by that id now is someone else's.
   EXPECT_FALSE(tree.update({proc(90, 1, 80), proc(100, 1, 100, 'S', 5000)}).runs);
