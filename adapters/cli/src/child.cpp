@@ -13,6 +13,7 @@
 #include <cstdlib>
 #include <cstdint>
 #include <cstring>
+#include <iostream>
 #include <optional>
 #include <thread>
 
@@ -150,6 +151,8 @@ ChildExit supervise(pid_t pid, std::uint64_t start, SignalFd& signals, const Eve
   bool killed = false;
   bool lost_handled = false;
   bool terminating = false;  // SIGINT, SIGTERM or SIGQUIT was forwarded: CMD is ending
+  bool guard_readable = false;  // handled once CMD is known to run on (a guard that ends
+                                // after stopping CMD is no news then)
   // By when the command must be dead: a margin before the lock may be someone else's.
   auto kill_deadline = [&plan] {
     const Clock::time_point end = plan.lock_end ? plan.lock_end() : Clock::time_point::max();
@@ -199,6 +202,15 @@ ChildExit supervise(pid_t pid, std::uint64_t start, SignalFd& signals, const Eve
       result.status = kExitInternal;
       return result;
     }
+    if (guard_readable) {
+      guard_readable = false;
+      if (plan.check_guard && !plan.check_guard() && !kill_at) {
+        // Nothing would stop CMD if dlock died now: stop it while dlock still can.
+        result.unguarded = true;
+        stop(kill_deadline(), plan.on_unguarded);
+        continue;
+      }
+    }
 
     std::optional<std::chrono::milliseconds> timeout;
     const auto now = Clock::now();
@@ -235,7 +247,8 @@ ChildExit supervise(pid_t pid, std::uint64_t start, SignalFd& signals, const Eve
     }
 
     // Once the loss is handled, stop watching the (still readable) eventfd.
-    int which = wait_readable({signals.fd(), lost_handled ? -1 : lost.fd()}, timeout);
+    const int guard = plan.guard_fd ? plan.guard_fd() : -1;
+    int which = wait_readable({signals.fd(), lost_handled ? -1 : lost.fd(), guard}, timeout);
     if (which == 0) {
       while (std::optional<int> sig = signals.read()) {
         if (*sig == SIGCHLD) continue;
@@ -249,6 +262,8 @@ ChildExit supervise(pid_t pid, std::uint64_t start, SignalFd& signals, const Eve
         }
         ::kill(-pid, *sig);
       }
+    } else if (which == 2) {
+      guard_readable = true;
     } else if (which == 1) {
       lost_handled = true;
       const Clock::time_point deadline = kill_deadline();
@@ -262,7 +277,12 @@ ChildExit supervise(pid_t pid, std::uint64_t start, SignalFd& signals, const Eve
 }
 
 CommandGuard::CommandGuard(pid_t pgid, std::uint64_t start, std::chrono::milliseconds grace,
-                           const std::vector<int>& lock_descriptors) {
+                           const std::vector<int>& lock_descriptors)
+    : pgid_(pgid), start_(start), grace_(grace), descriptors_(lock_descriptors) {
+  spawn();
+}
+
+void CommandGuard::spawn() {
   // A socket pair rather than a pipe: send(MSG_NOSIGNAL) to a guard that is already gone
   // fails with EPIPE instead of killing dlock with SIGPIPE.
   int fds[2];
@@ -275,10 +295,13 @@ CommandGuard::CommandGuard(pid_t pgid, std::uint64_t start, std::chrono::millise
   ::posix_spawn_file_actions_adddup2(&actions, fds[0], STDIN_FILENO);  // dup2 drops O_CLOEXEC
   ::posix_spawn_file_actions_addopen(&actions, STDOUT_FILENO, "/dev/null", O_WRONLY, 0);
   // stderr stays dlock's: the guard says there what it cannot stop (kill_tree).
-  std::vector<std::string> argv = {kGuardName, kGuardCommand, std::to_string(pgid), std::to_string(start),
-                                   std::to_string(grace.count())};
-  for (int fd : lock_descriptors) {
+  std::vector<std::string> argv = {kGuardName, kGuardCommand, std::to_string(pgid_),
+                                   std::to_string(start_), std::to_string(grace_.count())};
+  for (int fd : descriptors_) {
     if (fd <= STDERR_FILENO) continue;  // taken by the guard's own stdio
+    // For a new guard (check()): one closed since is left out, and dlock's end of the socket
+    // pair never goes (the guard would then never see dlock's death), whatever its number.
+    if (fd == fds[0] || fd == fds[1] || ::fcntl(fd, F_GETFD) < 0) continue;
     // dup2 onto itself clears close-on-exec (POSIX, glibc >= 2.29): kept across the exec.
     ::posix_spawn_file_actions_adddup2(&actions, fd, fd);
     argv.push_back(std::to_string(fd));
@@ -352,11 +375,50 @@ void CommandGuard::kill_by(std::chrono::steady_clock::time_point end) noexcept {
 }
 
 void CommandGuard::stopping() noexcept {
+  stopping_ = true;
   if (peer_ < 0 || !send_all(peer_, &kStopping, 1)) return;
   if (wait_readable({peer_}, kTrackingWait) != 0) return;
   char answer = 0;
   while (::recv(peer_, &answer, 1, 0) < 0 && errno == EINTR) {
   }
+}
+
+bool CommandGuard::check() noexcept {
+  if (peer_ < 0) return false;
+  char buf[16];
+  ssize_t n;
+  // A late answer to stopping() is read and dropped; end of file (or a reset) is the guard gone.
+  while ((n = ::recv(peer_, buf, sizeof buf, MSG_DONTWAIT)) > 0 || (n < 0 && errno == EINTR)) {
+  }
+  if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return true;
+  ::close(peer_);
+  peer_ = -1;
+  int status = 0;
+  while (::waitpid(guard_, &status, 0) < 0 && errno == EINTR) {
+  }
+  const pid_t old = guard_;
+  if (!WIFSIGNALED(status)) {
+    // It ended by itself, which it does only once it has stopped the command (the kill
+    // deadline came while dlock was stopped) or on an error: not something to start again.
+    std::cerr << "dlock: the command's guard (pid " << old << ") ended with status "
+              << (WIFEXITED(status) ? WEXITSTATUS(status) : -1) << "\n";
+    return false;
+  }
+  try {
+    spawn();
+  } catch (const Error& e) {
+    std::cerr << "dlock: the command's guard (pid " << old << ") was killed by signal "
+              << WTERMSIG(status) << " and no new one could be started: " << e.what() << "\n";
+    return false;
+  }
+  std::cerr << "dlock: the command's guard (pid " << old << ") was killed by signal "
+            << WTERMSIG(status) << "; a new one (pid " << guard_ << ") guards the command now\n";
+  // The new guard knows what the old one was told: the kill deadline, and a stop under way.
+  const auto deadline = told_;
+  told_ = std::chrono::steady_clock::time_point::max();
+  if (deadline != told_) kill_by(deadline);
+  if (stopping_) stopping();
+  return true;
 }
 
 void CommandGuard::finish() noexcept {

@@ -57,6 +57,7 @@ void restore_terminal() noexcept;
 struct ChildExit {
   int status = 0;     // its exit status, or 128+N if signal N killed it
   bool lost = false;  // the lock was lost (or --max-hold came) while it ran: it was stopped
+  bool unguarded = false;  // it was stopped because it had no guard any more (lost is set too)
 };
 
 // When and how supervise() stops the command.
@@ -81,6 +82,12 @@ struct StopPlan {
   // Called once before a stop's first signal (the guard reads the tree then: see
   // CommandGuard::stopping).
   std::function<void()> before_stop;
+  // The guard's descriptor, watched while the command runs (CommandGuard::fd; -1: none), and
+  // what is called when it is readable (CommandGuard::check): false if the command is no
+  // longer guarded. The command is then stopped as on a loss, after on_unguarded.
+  std::function<int()> guard_fd;
+  std::function<bool()> check_guard;
+  std::function<void(std::chrono::milliseconds kill_in)> on_unguarded;
 };
 
 // Blocks until child `pid` has exited, then returns how. Meanwhile forwards every signal
@@ -94,7 +101,9 @@ struct StopPlan {
 // kill deadline has passed counts as stopped by a loss too (plan.on_lost_at_exit; its tree
 // gets SIGKILL): dlock cannot tell which came first. While the lock is held it passes the
 // kill deadline to plan.report_kill_deadline, checking it at least every quarter of the time
-// left (at most every 200 ms). Sleeps in poll(); no busy waiting. Never throws.
+// left (at most every 200 ms). It watches the guard (plan.guard_fd) and calls
+// plan.check_guard as soon as it dies; if that says the command is unguarded, it stops it as
+// on a loss (result.unguarded). Sleeps in poll(); no busy waiting. Never throws.
 // `start`: the command's start time (HeldCommand::start_time()), so that it stays what is
 // stopped if it leaves its group.
 ChildExit supervise(pid_t pid, std::uint64_t start, SignalFd& signals, const EventFd& lost,
@@ -141,9 +150,31 @@ class CommandGuard {
   // Stops the guard without it touching the command, and reaps it. Idempotent; never throws.
   void finish() noexcept;
 
+  // Readable when the guard has written (a late answer to stopping()) or is gone (end of
+  // file): call check() then. -1 once finished or once no guard runs.
+  int fd() const noexcept { return peer_; }
+
+  // Reads what made fd() readable. A guard killed by a signal (`kill -9 GUARD`) is reaped
+  // and replaced at once by a new one on the same tree, told the last kill deadline and a
+  // stop under way, and dlock says so on stderr: without it, a dlock killed later would leave
+  // the command running with nothing to stop it. Returns false if the command is no longer
+  // guarded: the guard ended by itself (it does so only once it has stopped the command, or
+  // on an error) or no new one could be started (said on stderr). True otherwise, also when
+  // the guard is still there. Never throws.
+  bool check() noexcept;
+
  private:
+  // Starts a guard process on the tree (pgid_, start_) with the descriptors of descriptors_
+  // still open; sets guard_ and peer_. Throws Error(internal) if it cannot.
+  void spawn();
+
+  pid_t pgid_;
+  std::uint64_t start_;
+  std::chrono::milliseconds grace_;
+  std::vector<int> descriptors_;
   std::chrono::steady_clock::time_point told_ = std::chrono::steady_clock::time_point::max();
-  int peer_ = -1;  // dlock's end of the socket pair
+  bool stopping_ = false;  // stopping() was called: a new guard follows the tree too
+  int peer_ = -1;          // dlock's end of the socket pair
   pid_t guard_ = -1;
 };
 

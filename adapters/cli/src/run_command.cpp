@@ -218,6 +218,13 @@ int run_with_signals(const RunArgs& args, SignalFd& signals, const std::vector<i
   if (args.max_hold) plan.stop_at = granted + *args.max_hold;
   plan.report_kill_deadline = [&guard](std::chrono::steady_clock::time_point at) { guard->kill_by(at); };
   plan.before_stop = [&guard] { guard->stopping(); };
+  plan.guard_fd = [&guard] { return guard->fd(); };
+  plan.check_guard = [&guard] { return guard->check(); };
+  plan.on_unguarded = [&](std::chrono::milliseconds kill_in) {
+    std::cerr << "dlock: the command has no guard any more to stop it should dlock die; stopping "
+              << "it (SIGTERM, SIGKILL after " << format_duration(kill_in)
+              << "), then releasing lock '" << shown << "'\n";
+  };
   plan.on_lost = [&](std::chrono::milliseconds kill_in) {
     std::cerr << "dlock: lock '" << shown << "' lost; stopping the command (SIGTERM, SIGKILL after "
               << format_duration(kill_in) << ")\n";
@@ -234,6 +241,7 @@ int run_with_signals(const RunArgs& args, SignalFd& signals, const std::vector<i
   guard->finish();
   restore_terminal();
   if (release_quietly(*lease, shown) && args.verbose) std::cerr << "dlock: released '" << shown << "'\n";
+  if (exit.unguarded) return kExitInternal;
   return exit.lost ? kExitLockLost : exit.status;
 }
 
