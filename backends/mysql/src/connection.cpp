@@ -156,7 +156,8 @@ std::unique_ptr<Connection> Connection::open(const MysqlOptions& o, ConnClass cl
     // "ip:port" as the server sees us (a host name instead of the ip when the server
     // resolves names): with the server's address and port it finds our socket, never one
     // to another server with the same ports (brief §1.1).
-    const std::string host = rows[0][3].value_or("");
+    c->session_host_ = rows[0][3].value_or("");
+    const std::string& host = c->session_host_;
     const auto colon = host.rfind(':');
     bool ambiguous = false;
     if (o.unix_path.empty() && colon != std::string::npos) {

@@ -82,6 +82,9 @@ class Connection {
   // Whether this connection's slot is one of `slots`.
   bool counted_by(const Slots& slots) const noexcept { return slots_.get() == &slots; }
   std::uint64_t id() const noexcept { return id_; }
+  // The session's HOST as the server lists it in information_schema.PROCESSLIST ("ip:port"
+  // over TCP, "localhost" over a unix socket; "" if the server did not say).
+  const std::string& session_host() const noexcept { return session_host_; }
   // The socket's fd in this process, or -1 when it could not be found (unix socket, a
   // proxy that rewrote the port): then only probes notice a dead session. Also -1 once a
   // statement failed with a lost connection: Connector/C has closed the socket then, and
@@ -116,6 +119,7 @@ class Connection {
   std::shared_ptr<Slots> slots_;
   ConnClass cls_ = ConnClass::short_;
   std::uint64_t id_ = 0;
+  std::string session_host_;
   std::atomic<int> fd_{-1};  // read by other threads (a hold's release, the kill thread)
   std::string version_;
   bool wsrep_ = false;

@@ -20,17 +20,32 @@ using Clock = std::chrono::steady_clock;
 constexpr std::chrono::milliseconds kPoll{25};
 constexpr std::size_t kRenewChunk = 100;
 
+// An acquire batch sent without an answer may still run on the server and take the row for
+// this acquisition's owner key. Granted later (a retry, the next attempt of a wait, which
+// answers "ours" for that row), the hold is the caller's; never granted, the row is cleared
+// behind those sessions when the acquisition ends (nothing else uses its owner key).
 class LeaseAcquisition final : public spi::Acquisition {
  public:
   LeaseAcquisition(LeaseBackend& backend, const spi::AttemptRequest& request)
       : backend_(backend), request_(request), key_hex_(row_key_hex(backend.options().prefix, request.name)) {}
-  spi::Attempt attempt() override { return backend_.attempt(request_, key_hex_); }
+  ~LeaseAcquisition() override {
+    if (in_doubt_.empty()) return;
+    const auto lease =
+        request_.lease.count() > 0 ? request_.lease : backend_.options().session_timeout;
+    backend_.clear_lost(key_hex_, request_.owner_key, std::move(in_doubt_), lease);
+  }
+  spi::Attempt attempt() override {
+    spi::Attempt a = backend_.attempt(request_, key_hex_, in_doubt_);
+    if (std::holds_alternative<std::shared_ptr<spi::HeldLock>>(a)) in_doubt_.clear();
+    return a;
+  }
   std::chrono::milliseconds fallback_poll() const noexcept override { return kPoll; }
 
  private:
   LeaseBackend& backend_;
   const spi::AttemptRequest& request_;
   const std::string key_hex_;
+  std::vector<SessionRef> in_doubt_;  // sessions an acquire batch was sent on, unanswered
 };
 
 Clock::time_point expiry_from(Clock::time_point sent, std::chrono::milliseconds lease) {
@@ -67,7 +82,8 @@ auto LeaseBackend::with_connection(const char* doing, F&& f) {
   }
 }
 
-LeaseBackend::LeaseBackend(MysqlOptions options) : options_(std::move(options)), pool_(options_) {
+LeaseBackend::LeaseBackend(MysqlOptions options)
+    : options_(std::move(options)), pool_(options_), cleaner_(options_, pool_) {
   const auto& o = options_;
   auto conn = pool_.get(ConnClass::long_);
   if (conn->wsrep_on()) {
@@ -126,7 +142,18 @@ std::unique_ptr<spi::Acquisition> LeaseBackend::begin_acquire(const spi::Attempt
   return std::make_unique<LeaseAcquisition>(*this, request);
 }
 
-spi::Attempt LeaseBackend::attempt(const spi::AttemptRequest& request, const std::string& key_hex) {
+void LeaseBackend::clear_lost(const std::string& key_hex, std::string_view owner_key,
+                              std::vector<SessionRef> in_doubt,
+                              std::chrono::milliseconds lease) noexcept {
+  try {
+    cleaner_.queue(LostAcquire{key_hex, to_hex(owner_key), std::move(in_doubt), lease});
+  } catch (...) {
+    // No memory: the row runs out at its lease.
+  }
+}
+
+spi::Attempt LeaseBackend::attempt(const spi::AttemptRequest& request, const std::string& key_hex,
+                                   std::vector<SessionRef>& in_doubt) {
   const auto lease = request.lease.count() > 0 ? request.lease : options_.session_timeout;
   const std::string owner_hex = to_hex(request.owner_key);
   // Taken once a connection is in hand: opening one may take several round trips.
@@ -135,7 +162,14 @@ spi::Attempt LeaseBackend::attempt(const spi::AttemptRequest& request, const std
   try {
     rows = with_connection("acquiring a lease", [&](Connection& c) {
       sent = Clock::now();
-      return c.run(lease_acquire_batch(options_.table, key_hex, to_hex(request.name), owner_hex, lease));
+      try {
+        return c.run(
+            lease_acquire_batch(options_.table, key_hex, to_hex(request.name), owner_hex, lease));
+      } catch (const sql::SQLException& e) {
+        // No answer (a read timeout, a broken connection): the server may run it later.
+        if (connection_lost(e)) in_doubt.push_back({c.id(), c.session_host()});
+        throw;
+      }
     });
   } catch (const Error& e) {
     // 1205: another client is updating the row this instant: busy, look again soon.

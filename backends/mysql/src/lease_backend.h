@@ -7,6 +7,7 @@
 #include <string>
 
 #include "dlock/spi/backend.h"
+#include "lease_cleaner.h"
 #include "options.h"
 #include "pool.h"
 
@@ -46,8 +47,14 @@ class LeaseBackend : public spi::Backend {
                    std::span<spi::RenewStatus> out) noexcept override;
 
   const MysqlOptions& options() const noexcept { return options_; }
-  // One acquire attempt (used by the acquisition).
-  spi::Attempt attempt(const spi::AttemptRequest& request, const std::string& key_hex);
+  // One acquire attempt (used by the acquisition). Each session the batch was sent on
+  // without an answer is added to `in_doubt`: the server may still run it there.
+  spi::Attempt attempt(const spi::AttemptRequest& request, const std::string& key_hex,
+                       std::vector<SessionRef>& in_doubt);
+  // Clears, in the background, the row `key_hex` if the acquire by `owner_key` (never
+  // granted to its caller) took it on one of `in_doubt` after all (LeaseCleaner).
+  void clear_lost(const std::string& key_hex, std::string_view owner_key,
+                  std::vector<SessionRef> in_doubt, std::chrono::milliseconds lease) noexcept;
 
  private:
   template <class F>
@@ -55,6 +62,7 @@ class LeaseBackend : public spi::Backend {
 
   const MysqlOptions options_;
   Pool pool_;
+  LeaseCleaner cleaner_;  // after pool_: stopped before the pool goes
   Capabilities caps_;
 };
 

@@ -1,5 +1,7 @@
 #include "lease_sql.h"
 
+#include "keys.h"
+
 namespace dlock::mysql {
 namespace {
 
@@ -42,6 +44,25 @@ Batch lease_release_batch(std::string_view table, std::string_view key_hex, std:
               " AND owner = " + x(owner_hex) + " AND token = " + std::to_string(token) +
               ";SELECT ROW_COUNT()",
           2};
+}
+
+Batch lease_clear_lost_batch(std::string_view table, std::string_view key_hex,
+                             std::string_view owner_hex, const std::vector<SessionRef>& sessions) {
+  std::string listed;
+  for (const auto& s : sessions) {
+    if (!listed.empty()) listed += " OR ";
+    listed += "(ID = " + std::to_string(s.id);
+    if (!s.host.empty()) listed += " AND HOST = " + x(to_hex(s.host));
+    listed += ")";
+  }
+  if (listed.empty()) listed = "FALSE";
+  Batch b;
+  b.text = "SELECT COUNT(*) INTO @dlock_listed FROM information_schema.PROCESSLIST WHERE " +
+           listed + ";UPDATE " + q(table) + " SET owner = X'', expires_at = 0 WHERE k = " +
+           x(key_hex) + " AND owner = " + x(owner_hex) +
+           " AND @dlock_listed = 0;SELECT @dlock_listed";
+  b.statements = 3;
+  return b;
 }
 
 Batch lease_renew_batch(std::string_view table, const std::vector<LeaseRef>& locks,

@@ -25,6 +25,19 @@ Batch lease_acquire_batch(std::string_view table, std::string_view key_hex, std:
 Batch lease_release_batch(std::string_view table, std::string_view key_hex, std::string_view owner_hex,
                           std::uint64_t token);
 
+// A server session: CONNECTION_ID() and its HOST in information_schema.PROCESSLIST.
+struct SessionRef {
+  std::uint64_t id = 0;
+  std::string host;  // "" matches the id alone
+};
+
+// Clears the row `key_hex` (owner '', expiry 0) if `owner_hex` owns it, but only once the
+// server lists none of `sessions` any more: a session still open may yet run an acquire
+// sent on it, one that is gone has run it or never will. Answers one row: how many of them
+// are still listed (0: the owner-checked clear ran).
+Batch lease_clear_lost_batch(std::string_view table, std::string_view key_hex,
+                             std::string_view owner_hex, const std::vector<SessionRef>& sessions);
+
 struct LeaseRef {
   std::string key_hex, owner_hex;
   std::uint64_t token = 0;
