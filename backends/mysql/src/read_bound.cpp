@@ -17,13 +17,14 @@ ReadBound::~ReadBound() {
   thread_.join();
 }
 
-std::uint64_t ReadBound::arm(int fd, Clock::time_point deadline) {
+std::uint64_t ReadBound::arm(int fd, Clock::time_point deadline,
+                             std::function<void()> before_shutdown) {
   bool sooner = false;
   std::uint64_t id = 0;
   {
     std::lock_guard lock(mu_);
     id = next_id_++;
-    armed_.emplace(id, Entry{fd, deadline});
+    armed_.emplace(id, Entry{fd, deadline, std::move(before_shutdown)});
     sooner = deadline < wake_at_;
   }
   if (sooner) cv_.notify_all();
@@ -31,8 +32,9 @@ std::uint64_t ReadBound::arm(int fd, Clock::time_point deadline) {
 }
 
 bool ReadBound::disarm(std::uint64_t id) {
-  std::lock_guard lock(mu_);
+  std::unique_lock lock(mu_);
   armed_.erase(id);
+  cv_.wait(lock, [&] { return firing_.count(id) == 0; });
   return fired_.erase(id) > 0;
 }
 
@@ -43,9 +45,21 @@ void ReadBound::run() {
     Clock::time_point next = Clock::time_point::max();
     for (auto it = armed_.begin(); it != armed_.end();) {
       if (it->second.deadline <= now) {
-        ::shutdown(it->second.fd, SHUT_RDWR);  // the blocked read fails at once
-        fired_.insert(it->first);
-        it = armed_.erase(it);
+        // Out of the lock (the callback may fire lost signals, whose callbacks may arm);
+        // disarm(id) waits meanwhile, so the fd is still the statement's.
+        const std::uint64_t id = it->first;
+        Entry e = std::move(it->second);
+        armed_.erase(it);
+        firing_.insert(id);
+        lock.unlock();
+        if (e.before_shutdown) e.before_shutdown();
+        ::shutdown(e.fd, SHUT_RDWR);  // the blocked read fails at once
+        lock.lock();
+        firing_.erase(id);
+        fired_.insert(id);
+        cv_.notify_all();
+        it = armed_.begin();  // the map may have changed meanwhile: look again
+        next = Clock::time_point::max();
       } else {
         next = std::min(next, it->second.deadline);
         ++it;

@@ -9,6 +9,7 @@
 #include <chrono>
 #include <condition_variable>
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <mutex>
 #include <set>
@@ -27,11 +28,14 @@ class ReadBound {
   ReadBound(const ReadBound&) = delete;
   ReadBound& operator=(const ReadBound&) = delete;
 
-  // Shuts `fd` down (both directions) at `deadline` unless disarmed first. Returns the id
-  // for disarm(). Arming costs no thread wake-up unless this deadline is the earliest one.
-  std::uint64_t arm(int fd, Clock::time_point deadline);
-  // Disarms `id`. Returns true if its deadline had fired (the socket was shut down). After
-  // this returns, `fd` is never touched again for this id.
+  // Shuts `fd` down (both directions) at `deadline` unless disarmed first; `before_shutdown`,
+  // if given, runs on the deadline thread right before (not under any lock of this class).
+  // Returns the id for disarm(). Arming costs no thread wake-up unless this deadline is the
+  // earliest one.
+  std::uint64_t arm(int fd, Clock::time_point deadline,
+                    std::function<void()> before_shutdown = {});
+  // Disarms `id`. Returns true if its deadline had fired (the socket was shut down); waits
+  // for a firing under way to end. After this returns, `fd` is never touched again for this id.
   bool disarm(std::uint64_t id);
 
  private:
@@ -40,10 +44,12 @@ class ReadBound {
   struct Entry {
     int fd;
     Clock::time_point deadline;
+    std::function<void()> before_shutdown;
   };
   std::mutex mu_;
   std::condition_variable cv_;
   std::map<std::uint64_t, Entry> armed_;  // guarded by mu_
+  std::set<std::uint64_t> firing_;        // guarded by mu_: being shut down right now
   std::set<std::uint64_t> fired_;         // guarded by mu_: fired, not yet disarmed
   std::uint64_t next_id_ = 1;             // guarded by mu_
   Clock::time_point wake_at_ = Clock::time_point::max();  // guarded by mu_: the thread's plan

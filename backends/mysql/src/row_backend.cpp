@@ -43,16 +43,23 @@ void Shared::discard(std::shared_ptr<Connection> conn) noexcept {
   }
 }
 
-Rows run_bounded(const Shared& shared, const std::shared_ptr<Connection>& conn, const Batch& batch) {
-  if (conn->cls() == ConnClass::short_) return conn->run(batch);
+Rows run_bounded(const Shared& shared, const std::shared_ptr<Connection>& conn, const Batch& batch,
+                 std::function<void()> before_close) {
+  const bool short_class = conn->cls() == ConnClass::short_;
+  if (short_class && (!before_close || conn->fd() < 0)) return conn->run(batch);
   // A waiter connection (a hold granted by a wait) has no read timeout: the socket is shut
   // down if no answer comes within command_timeout (ReadBound), and the statement runs here.
+  // A short one's read timeout would close the socket inside the library: `before_close`
+  // could only run after it, so the deadline comes first.
   const auto timed_out = [&] {
     conn->broken = true;
     return Error(ErrorCode::unavailable, shared.options.where + ": no answer within command_timeout");
   };
   if (conn->fd() >= 0) {
-    const std::uint64_t id = shared.bounds.arm(conn->fd(), Clock::now() + shared.options.command_timeout);
+    auto bound = shared.options.command_timeout;
+    if (short_class) bound -= bound / 10;
+    const std::uint64_t id =
+        shared.bounds.arm(conn->fd(), Clock::now() + bound, std::move(before_close));
     try {
       Rows rows = conn->run(batch);
       if (shared.bounds.disarm(id)) throw timed_out();  // answered as the deadline fired
@@ -226,20 +233,27 @@ void RowBackend::extend_many(std::span<spi::HeldLock* const> locks, std::chrono:
       continue;
     }
     const auto sent = Clock::now();
+    // A probe given up closes or shuts down the socket, and the server may grant the row as
+    // soon as it reads the FIN: the hold is lost before that (run_bounded's before_close).
+    const auto lose = [conn] {
+      conn->broken = true;
+      conn->holds.mark_all_lost();
+    };
     try {
-      run_bounded(*shared_, conn, kProbe);
+      run_bounded(*shared_, conn, kProbe, lose);
       hold->set_server_expiry(shared_->expiry_from(sent));
       out[i] = spi::RenewStatus::renewed;
     } catch (const sql::SQLException& e) {
       if (connection_lost(e)) {
-        conn->broken = true;
-        conn->holds.mark_all_lost();
+        lose();
         out[i] = spi::RenewStatus::not_held;
       } else {
         out[i] = spi::RenewStatus::failed;
       }
     } catch (...) {
-      out[i] = spi::RenewStatus::failed;
+      // No answer in time: lost if the socket was given up, else (a socket we cannot shut
+      // down, left open: the server still holds the row) failed.
+      out[i] = hold->lost() ? spi::RenewStatus::not_held : spi::RenewStatus::failed;
     }
   }
 }

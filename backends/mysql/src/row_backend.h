@@ -4,6 +4,7 @@
 
 #include <atomic>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 
@@ -87,6 +88,13 @@ std::shared_ptr<RowHeldLock> pin_hold(const std::shared_ptr<Shared>& shared,
 // connection's read timeout bounds it; a long-class one's socket is shut down at the deadline
 // (ReadBound; a helper thread if its socket is unknown). On timeout the connection is marked
 // broken and Error(unavailable) thrown. Throws sql::SQLException from the server.
-Rows run_bounded(const Shared& shared, const std::shared_ptr<Connection>& conn, const Batch& batch);
+// `before_close`, if given, runs before the socket is shut down or closed for want of an
+// answer (a probe marks its holds lost there: the server may grant their rows as soon as it
+// reads the FIN): on a short connection whose socket is known, the deadline is then armed
+// command_timeout/10 before the library's read timeout, which would close the socket
+// first. Not called when nothing is closed (a long connection with an unknown socket, left
+// open) or nothing can be done first (a short one with an unknown socket).
+Rows run_bounded(const Shared& shared, const std::shared_ptr<Connection>& conn, const Batch& batch,
+                 std::function<void()> before_close = {});
 
 }  // namespace dlock::mysql

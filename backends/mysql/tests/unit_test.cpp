@@ -363,6 +363,28 @@ TEST(MysqlReadBound, ShutsABlockedReadDownAtItsDeadlineOnly) {
   ::close(fds[1]);
 }
 
+// M4 (review my): before_shutdown runs while the socket is still open (a probe marks its
+// holds lost there, before the server can read the FIN), and disarm() waits for it.
+TEST(MysqlReadBound, RunsBeforeShutdownWhileTheSocketIsStillOpen) {
+  ReadBound bound;
+  int fds[2];
+  ASSERT_EQ(::socketpair(AF_UNIX, SOCK_STREAM, 0, fds), 0);
+  std::atomic<int> sent_before{-2};
+  const auto check = [&] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    sent_before = static_cast<int>(::send(fds[0], "x", 1, MSG_NOSIGNAL));
+  };
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(20);
+  const auto id = bound.arm(fds[0], deadline, check);
+  char c = 0;
+  EXPECT_EQ(::recv(fds[0], &c, 1, 0), 0) << "the blocked read was not ended";
+  EXPECT_EQ(sent_before.load(), 1) << "the socket was shut down before the callback ran";
+  EXPECT_TRUE(bound.disarm(id));
+  EXPECT_EQ(::send(fds[0], "y", 1, MSG_NOSIGNAL), -1) << "not shut down after the callback";
+  ::close(fds[0]);
+  ::close(fds[1]);
+}
+
 TEST(MysqlWaiterThreads, AFinishedWaitsThreadTakesTheNextWait) {
   WaiterThreads threads(std::chrono::seconds(5));
   std::mutex mu;
