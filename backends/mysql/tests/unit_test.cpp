@@ -11,6 +11,8 @@
 #include <algorithm>
 #include <atomic>
 #include <condition_variable>
+#include <ctime>
+#include <future>
 #include <mutex>
 #include <string>
 #include <thread>
@@ -19,6 +21,7 @@
 #include "dlock/error.h"
 #include "dlock/uri.h"
 #include "errors.h"
+#include "fd_monitor.h"
 #include "keys.h"
 #include "lease_sql.h"
 #include "options.h"
@@ -255,6 +258,14 @@ TEST(MysqlSocketFd, TheNewSocketIsTheOneThatArrivedUnclaimed) {
   EXPECT_EQ(new_socket_fd(before, before), -1);
 }
 
+// A duplicate of a socket that was already there (a deadline's reference to another
+// connection's socket, read_bound.h) is no arrival: the one new socket is still found.
+TEST(MysqlSocketFd, ADuplicateOfAnOldSocketIsNoArrival) {
+  const std::vector<SocketId> before{{3, 10}, {4, 11}};
+  EXPECT_EQ(new_socket_fd(before, {{3, 10}, {4, 11}, {9, 10}, {7, 12}}), 7);
+  release_socket_fd(7);
+}
+
 // A socket of this test bound to `ip:port` (0: any port), SO_REUSEADDR so two connecting
 // sockets may share a local address, as Linux lets connections to different servers do.
 int bound_socket(int type, const char* ip, std::uint16_t port) {
@@ -383,6 +394,68 @@ TEST(MysqlReadBound, RunsBeforeShutdownWhileTheSocketIsStillOpen) {
   EXPECT_EQ(::send(fds[0], "y", 1, MSG_NOSIGNAL), -1) << "not shut down after the callback";
   ::close(fds[0]);
   ::close(fds[1]);
+}
+
+// M5 (review my): the deadline shuts down the socket that was armed, not whatever its fd
+// number names by then: Connector/C closes the fd inside a statement whose connection the
+// server closed (KILL, shutdown), and another thread may be given the number before disarm.
+TEST(MysqlReadBound, ShutsTheArmedSocketDownNotAReuseOfItsNumber) {
+  ReadBound bound;
+  int armed[2], other[2];
+  ASSERT_EQ(::socketpair(AF_UNIX, SOCK_STREAM, 0, armed), 0);
+  ASSERT_EQ(::socketpair(AF_UNIX, SOCK_STREAM, 0, other), 0);
+  const int number = armed[0];
+  const int armed_ref = ::dup(number);  // the test's own view of the armed socket
+  ASSERT_GE(armed_ref, 0);
+  std::promise<void> firing;
+  auto fired = firing.get_future();
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(50);
+  const auto id = bound.arm(number, deadline, [&] { firing.set_value(); });
+  // The library closes the fd and the number goes to another socket (dup2 does both at once).
+  ASSERT_EQ(::dup2(other[0], number), number);
+  ::close(other[0]);
+  ASSERT_EQ(fired.wait_for(std::chrono::seconds(5)), std::future_status::ready);
+  EXPECT_TRUE(bound.disarm(id));  // waits for the shutdown to be done
+  EXPECT_EQ(::send(number, "x", 1, MSG_NOSIGNAL), 1)
+      << "the socket that reused the armed fd number was shut down";
+  char c = 0;
+  EXPECT_EQ(::recv(other[1], &c, 1, MSG_DONTWAIT), 1) << "the reused number's socket lost data";
+  EXPECT_EQ(::send(armed_ref, "y", 1, MSG_NOSIGNAL), -1) << "the armed socket was not shut down";
+  for (const int fd : {number, other[1], armed_ref, armed[1]}) ::close(fd);
+}
+
+// M5 (review my): a watch whose socket lives on under another number (a fork's child, a
+// deadline's duplicate) after its own number was closed and reused reports its hang-up to
+// a monitor that forgot it; that event must not keep the monitor thread busy.
+TEST(MysqlFdMonitor, AForgottenWatchDoesNotSpinTheMonitor) {
+  int a[2], b[2];
+  ASSERT_EQ(::socketpair(AF_UNIX, SOCK_STREAM, 0, a), 0);
+  ASSERT_EQ(::socketpair(AF_UNIX, SOCK_STREAM, 0, b), 0);
+  const int keep = ::dup(a[0]);  // keeps A's socket alive after its number is reused
+  ASSERT_GE(keep, 0);
+  std::atomic<int> a_calls{0};
+  std::promise<void> b_hung_up;
+  FdMonitor monitor;  // after what its callbacks touch: its thread is joined first
+  ASSERT_TRUE(monitor.watch(a[0], [&] { ++a_calls; }));
+  ASSERT_EQ(::dup2(b[0], a[0]), a[0]);  // A's number now names B's socket
+  ::close(b[0]);
+  ASSERT_TRUE(monitor.watch(a[0], [&] { b_hung_up.set_value(); }));  // forgets A's watch
+  ::close(a[1]);  // A hangs up: its forgotten registration reports, level-triggered
+  const auto cpu = [] {
+    timespec t{};
+    ::clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &t);
+    return std::chrono::seconds(t.tv_sec) + std::chrono::nanoseconds(t.tv_nsec);
+  };
+  // Absence of work can only be shown over a window: an idle monitor uses ~0 ms of it, a
+  // spinning one most of a core.
+  const auto cpu0 = cpu();
+  std::this_thread::sleep_for(std::chrono::milliseconds(500));
+  const auto used = std::chrono::duration_cast<std::chrono::milliseconds>(cpu() - cpu0);
+  EXPECT_LT(used.count(), 100) << "the monitor thread spun on a forgotten watch's hang-up";
+  EXPECT_EQ(a_calls.load(), 0) << "a forgotten watch's callback ran";
+  ::close(b[1]);  // the watch of the number's new socket still works
+  EXPECT_EQ(b_hung_up.get_future().wait_for(std::chrono::seconds(5)), std::future_status::ready);
+  for (const int fd : {a[0], keep}) ::close(fd);
 }
 
 TEST(MysqlWaiterThreads, AFinishedWaitsThreadTakesTheNextWait) {
