@@ -30,7 +30,12 @@ bool FdMonitor::watch(int fd, std::function<void()> on_hangup) {
   std::erase_if(entries_, [fd](const auto& e) { return e.second.fd == fd; });
   const std::uint64_t id = next_id_++;
   epoll_event ev{};
-  ev.events = EPOLLRDHUP;  // EPOLLHUP and EPOLLERR are always reported
+  // EPOLLHUP and EPOLLERR are always reported. One-shot: the kernel disables the
+  // registration as it reports, so none is ever removed by number (EPOLL_CTL_DEL names an
+  // fd number, which may name another socket by then, while the one registered lives on
+  // under another number: a fork's child, a deadline's duplicate) and a forgotten one cannot
+  // report again and again (level-triggered) to a monitor that ignores it.
+  ev.events = EPOLLRDHUP | EPOLLONESHOT;
   ev.data.u64 = id;
   entries_.emplace(id, Entry{fd, std::move(on_hangup)});
   if (::epoll_ctl(epoll_fd_.get(), EPOLL_CTL_ADD, fd, &ev) != 0) {
@@ -55,8 +60,7 @@ void FdMonitor::run() {
       {
         std::lock_guard lock(mu_);
         auto it = entries_.find(id);
-        if (it == entries_.end()) continue;  // unwatched meanwhile
-        ::epoll_ctl(epoll_fd_.get(), EPOLL_CTL_DEL, it->second.fd, nullptr);
+        if (it == entries_.end()) continue;  // forgotten meanwhile (its number was reused)
         cb = std::move(it->second.on_hangup);
         entries_.erase(it);
       }

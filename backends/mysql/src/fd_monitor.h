@@ -3,7 +3,8 @@
 // (brief §1.1). It only polls: it never reads, so it never disturbs Connector/C++.
 // Each connection is watched once, for its lifetime (Pool): no system call on the acquire
 // and release path. A closed socket leaves epoll's interest list by itself (the kernel drops
-// it with the last reference to the socket), so nothing is unwatched by hand.
+// it with the last reference to the socket), so nothing is unwatched by hand, and a watch
+// reports once (EPOLLONESHOT): nothing is ever removed by fd number either.
 #pragma once
 
 #include <cstdint>

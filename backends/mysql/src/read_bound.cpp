@@ -1,5 +1,6 @@
 #include "read_bound.h"
 
+#include <fcntl.h>
 #include <sys/socket.h>
 
 #include <algorithm>
@@ -19,12 +20,14 @@ ReadBound::~ReadBound() {
 
 std::uint64_t ReadBound::arm(int fd, Clock::time_point deadline,
                              std::function<void()> before_shutdown) {
+  support::UniqueFd socket(::fcntl(fd, F_DUPFD_CLOEXEC, 0));
+  if (!socket.valid()) return 0;
   bool sooner = false;
   std::uint64_t id = 0;
   {
     std::lock_guard lock(mu_);
     id = next_id_++;
-    armed_.emplace(id, Entry{fd, deadline, std::move(before_shutdown)});
+    armed_.emplace(id, Entry{std::move(socket), deadline, std::move(before_shutdown)});
     sooner = deadline < wake_at_;
   }
   if (sooner) cv_.notify_all();
@@ -33,9 +36,11 @@ std::uint64_t ReadBound::arm(int fd, Clock::time_point deadline,
 
 bool ReadBound::disarm(std::uint64_t id) {
   std::unique_lock lock(mu_);
-  armed_.erase(id);
+  auto unfired = armed_.extract(id);  // its duplicate is closed after the lock is let go
   cv_.wait(lock, [&] { return firing_.count(id) == 0; });
-  return fired_.erase(id) > 0;
+  const bool fired = fired_.erase(id) > 0;
+  lock.unlock();
+  return fired;
 }
 
 void ReadBound::run() {
@@ -46,14 +51,15 @@ void ReadBound::run() {
     for (auto it = armed_.begin(); it != armed_.end();) {
       if (it->second.deadline <= now) {
         // Out of the lock (the callback may fire lost signals, whose callbacks may arm);
-        // disarm(id) waits meanwhile, so the fd is still the statement's.
+        // disarm(id) waits meanwhile.
         const std::uint64_t id = it->first;
         Entry e = std::move(it->second);
         armed_.erase(it);
         firing_.insert(id);
         lock.unlock();
         if (e.before_shutdown) e.before_shutdown();
-        ::shutdown(e.fd, SHUT_RDWR);  // the blocked read fails at once
+        ::shutdown(e.socket.get(), SHUT_RDWR);  // the blocked read fails at once
+        e.socket.reset();
         lock.lock();
         firing_.erase(id);
         fired_.insert(id);

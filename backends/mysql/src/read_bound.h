@@ -4,6 +4,9 @@
 // hops per release of a hold that was granted by a wait), the caller runs it itself and a
 // deadline is armed: when it passes, the socket is shut down, so the blocked read fails at
 // once and the connection is dropped (closing it ends its transaction on the server).
+// The deadline holds its own reference to the socket (a duplicate fd): Connector/C closes
+// its fd inside a statement whose connection the server closed, and the number may be given
+// to another socket before disarm; shutdown(2) of the duplicate still reaches the right one.
 #pragma once
 
 #include <chrono>
@@ -14,6 +17,8 @@
 #include <mutex>
 #include <set>
 #include <thread>
+
+#include "dlock/support/unique_fd.h"
 
 namespace dlock::mysql {
 
@@ -28,21 +33,25 @@ class ReadBound {
   ReadBound(const ReadBound&) = delete;
   ReadBound& operator=(const ReadBound&) = delete;
 
-  // Shuts `fd` down (both directions) at `deadline` unless disarmed first; `before_shutdown`,
-  // if given, runs on the deadline thread right before (not under any lock of this class).
-  // Returns the id for disarm(). Arming costs no thread wake-up unless this deadline is the
-  // earliest one.
+  // Shuts the socket `fd` names now down (both directions) at `deadline` unless disarmed
+  // first; `before_shutdown`, if given, runs on the deadline thread right before (not under
+  // any lock of this class). The socket, not the number: `fd` may be closed and its number
+  // reused before disarm. Returns the id for disarm(), or 0 if nothing was armed (no fd left
+  // for the duplicate: EMFILE). Costs one fcntl(F_DUPFD_CLOEXEC) here and one close(2) at
+  // disarm or firing; no thread wake-up unless this deadline is the earliest one.
+  // REQUIRES: `fd` is open and names the socket to bound for the duration of this call.
   std::uint64_t arm(int fd, Clock::time_point deadline,
                     std::function<void()> before_shutdown = {});
-  // Disarms `id`. Returns true if its deadline had fired (the socket was shut down); waits
-  // for a firing under way to end. After this returns, `fd` is never touched again for this id.
+  // Disarms `id` (0: nothing). Returns true if its deadline had fired (the socket was shut
+  // down); waits for a firing under way to end. After this returns, the socket is never
+  // touched again for this id, and this class holds no reference to it.
   bool disarm(std::uint64_t id);
 
  private:
   void run();
 
   struct Entry {
-    int fd;
+    support::UniqueFd socket;  // our own reference: closed when the entry goes
     Clock::time_point deadline;
     std::function<void()> before_shutdown;
   };

@@ -1,6 +1,7 @@
 #include "row_acquisition.h"
 
 #include <cppconn/exception.h>
+#include <fcntl.h>
 
 #include <thread>
 
@@ -45,15 +46,16 @@ constexpr Wait kWaitUntilGranted{std::chrono::hours(24 * 365)};
 // command_timeout, the waiter's socket is shut down, which fails its read at once (closing
 // the connection ends the wait on the server). Gives up after wait_chunk + 2 command_timeout
 // (the socket unknown and the server unreachable: TCP keepalive ends the wait). The deadline
-// is armed and disarmed under st->mu, and never once the waiter thread has let go of the
-// connection (let_go_locked): a closed socket's number, maybe reused, is never shut down.
+// is armed under st->mu on the waiter's own reference to the socket (st->socket), never on
+// the connection's fd number: Connector/C may have closed that inside the statement (the
+// server closed the connection) and the number may name another socket by now.
 void kill_until_finished(const std::shared_ptr<Shared>& shared, const std::shared_ptr<WaitState>& st,
                          std::uint64_t id) {
   const auto& o = shared->options;
   const auto give_up = Clock::now() + o.wait_chunk + 2 * o.command_timeout;
   std::unique_lock lock(st->mu);
-  if (!st->finished && !st->answered && st->conn_fd >= 0) {
-    st->kill_bound = shared->bounds.arm(st->conn_fd, Clock::now() + o.command_timeout);
+  if (!st->finished && !st->answered && st->socket.valid()) {
+    st->kill_bound = shared->bounds.arm(st->socket.get(), Clock::now() + o.command_timeout);
   }
   while (!st->finished && !st->answered && Clock::now() < give_up) {
     lock.unlock();
@@ -73,6 +75,7 @@ void kill_until_finished(const std::shared_ptr<Shared>& shared, const std::share
 bool let_go_locked(Shared& shared, WaitState& st) {
   st.answered = true;
   st.cv.notify_all();  // the kill thread stops
+  st.socket.reset();   // no more arming (answered): a socket the library closed ends here
   if (st.kill_bound == 0) return false;
   const bool fired = shared.bounds.disarm(st.kill_bound);
   st.kill_bound = 0;
@@ -153,7 +156,8 @@ void wait_loop(const std::shared_ptr<Shared>& shared, const std::shared_ptr<Wait
       return;
     }
     st->conn_id = conn->id();
-    st->conn_fd = conn->fd();
+    // The connection is ours and idle: its fd names its socket now.
+    if (conn->fd() >= 0) st->socket.reset(::fcntl(conn->fd(), F_DUPFD_CLOEXEC, 0));
     st->phase = Phase::waiting;
   }
   // The row is missing on a name's first use (the first attempt queues without a NOWAIT

@@ -12,6 +12,7 @@
 #include <string>
 
 #include "dlock/spi/backend.h"
+#include "dlock/support/unique_fd.h"
 #include "row_backend.h"
 
 namespace dlock::mysql {
@@ -26,11 +27,14 @@ struct WaitState {
   bool finished = false;            // guarded by mu: the thread has returned
   std::shared_ptr<Connection> conn; // guarded by mu
   std::uint64_t conn_id = 0;        // guarded by mu: for KILL QUERY
-  int conn_fd = -1;                 // guarded by mu: its socket, shut down if KILL fails
+  // guarded by mu: our own reference to conn's socket (taken before the wait's statement, so
+  // never another socket that got its fd number after Connector/C closed it), shut down if
+  // KILL fails; closed when the thread lets go of the connection (answered).
+  support::UniqueFd socket;
   // guarded by mu: the wait's statement has returned (or the connection is given up): no
   // more KILL QUERY, and no deadline is armed on the socket any more.
   bool answered = false;
-  std::uint64_t kill_bound = 0;     // guarded by mu: the give-up's deadline on conn_fd (ReadBound)
+  std::uint64_t kill_bound = 0;     // guarded by mu: the give-up's deadline on `socket`
   std::uint64_t token = 0;
   std::chrono::steady_clock::time_point sent;  // the expiry estimate starts here
   std::function<void()> wake;       // called under mu, never after abandoned is set

@@ -55,11 +55,13 @@ Rows run_bounded(const Shared& shared, const std::shared_ptr<Connection>& conn, 
     conn->broken = true;
     return Error(ErrorCode::unavailable, shared.options.where + ": no answer within command_timeout");
   };
+  std::uint64_t id = 0;  // no statement runs on conn but ours: its fd is open during arm()
   if (conn->fd() >= 0) {
     auto bound = shared.options.command_timeout;
     if (short_class) bound -= bound / 10;
-    const std::uint64_t id =
-        shared.bounds.arm(conn->fd(), Clock::now() + bound, std::move(before_close));
+    id = shared.bounds.arm(conn->fd(), Clock::now() + bound, std::move(before_close));
+  }
+  if (id != 0) {
     try {
       Rows rows = conn->run(batch);
       if (shared.bounds.disarm(id)) throw timed_out();  // answered as the deadline fired
@@ -69,7 +71,9 @@ Rows run_bounded(const Shared& shared, const std::shared_ptr<Connection>& conn, 
       throw;
     }
   }
-  // The socket is unknown: run it aside and wait at most command_timeout for it.
+  // No deadline (the socket is unknown, or no fd was left for arm()): a short connection's
+  // read timeout bounds it; a waiter's statement runs aside, waited for command_timeout.
+  if (short_class) return conn->run(batch);
   auto task = std::make_shared<std::packaged_task<Rows()>>([conn, batch] { return conn->run(batch); });
   auto result = task->get_future();
   std::thread([task] { (*task)(); }).detach();

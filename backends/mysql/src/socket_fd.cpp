@@ -153,8 +153,14 @@ std::vector<SocketId> sockets_to(const std::vector<IpAddress>& remote_addresses,
 int new_socket_fd(const std::vector<SocketId>& before, const std::vector<SocketId>& after) {
   std::lock_guard lock(claimed_mu);
   int found = -1;
+  // A socket whose inode was there before is no arrival even under a new number: a
+  // duplicate (read_bound.h takes one per deadline) of another connection's socket.
+  const auto was_there = [&](const SocketId& s) {
+    const auto same = [&](const SocketId& b) { return b.inode == s.inode; };
+    return std::any_of(before.begin(), before.end(), same);
+  };
   for (const auto& s : after) {
-    if (std::find(before.begin(), before.end(), s) != before.end() || claimed().count(s.fd) != 0) continue;
+    if (was_there(s) || claimed().count(s.fd) != 0) continue;
     if (found >= 0) return -1;  // two candidates: not ours to guess
     found = s.fd;
   }

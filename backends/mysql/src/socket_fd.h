@@ -55,8 +55,9 @@ struct SocketId {
 std::vector<SocketId> sockets_to(const std::vector<IpAddress>& remote_addresses, std::uint16_t remote_port);
 
 // Behind a proxy that rewrites ports the server reports the proxy's port, so the socket is
-// told apart by arriving: the one socket in `after` that is not in `before` and not claimed
-// by another live connection; -1 when there is none or more than one (a concurrent
+// told apart by arriving: the one socket in `after` whose inode is not in `before` (a new
+// number for an old socket is a duplicate, no arrival) and not claimed by another live
+// connection; -1 when there is none or more than one (a concurrent
 // connect): then only probes notice a dead session. The fd found is claimed.
 int new_socket_fd(const std::vector<SocketId>& before, const std::vector<SocketId>& after);
 
