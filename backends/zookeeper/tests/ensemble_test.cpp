@@ -105,25 +105,6 @@ pid_t listener_pid(std::uint16_t port) {
   return found;
 }
 
-// Freezes a process (SIGSTOP) for its lifetime; always lets it go on again (SIGCONT), also
-// when the test fails.
-class Frozen {
- public:
-  explicit Frozen(pid_t pid) : pid_(pid) {
-    if (::kill(pid_, SIGSTOP) != 0) throw std::runtime_error("SIGSTOP failed");
-  }
-  ~Frozen() { thaw(); }
-  void thaw() {
-    if (pid_ != 0) ::kill(pid_, SIGCONT);
-    pid_ = 0;
-  }
-  Frozen(const Frozen&) = delete;
-  Frozen& operator=(const Frozen&) = delete;
-
- private:
-  pid_t pid_;
-};
-
 TEST(ZkEnsemble, AFollowerCutFromTheLeaderDoesNotKeepTheHoldAlive) {
   const auto ports = ensemble_ports();
   ASSERT_EQ(ports.size(), 3u);

@@ -8,6 +8,7 @@
 #include <atomic>
 #include <chrono>
 #include <cstdlib>
+#include <fstream>
 #include <random>
 #include <stdexcept>
 #include <thread>
@@ -123,6 +124,25 @@ long mntr_value(const std::string& key) {
   const auto at = s.find(key + "\t");
   if (at == std::string::npos) throw std::runtime_error("no " + key + " in mntr: " + s);
   return std::stol(s.substr(at + key.size() + 1));
+}
+
+pid_t server_pid() {
+  const char* d = std::getenv("DLOCK_SERVERS_DIR");
+  const std::string root = d != nullptr && *d != '\0' ? d : "/tmp/dlock-servers";
+  const std::string dir = root + "/zookeeper/";
+  long pid = 0;
+  long recorded_port = 0;
+  std::ifstream(dir + "pid") >> pid;
+  std::ifstream(dir + "port") >> recorded_port;
+  if (pid <= 0 || recorded_port != port()) {
+    throw std::runtime_error("no pid of the zookeeper on port " + std::to_string(port()) +
+                             " in " + dir);
+  }
+  return static_cast<pid_t>(pid);
+}
+
+Frozen::Frozen(pid_t pid) : pid_(pid) {
+  if (::kill(pid_, SIGSTOP) != 0) throw std::runtime_error("SIGSTOP failed");
 }
 
 }  // namespace dlock::zookeeper::test

@@ -2,6 +2,8 @@
 // a fresh prefix per test, and a raw synchronous C-client handle to look at the tree.
 #pragma once
 
+#include <signal.h>
+#include <sys/types.h>
 #include <zookeeper/zookeeper.h>
 
 #include <chrono>
@@ -43,6 +45,28 @@ std::string four_letter(const std::string& word, std::uint16_t port);
 long total_watches();
 // A counter of the server's `mntr` (e.g. "zk_packets_received"); throws if it is missing.
 long mntr_value(const std::string& key);
+
+// The pid of the test server's JVM, as scripts/servers.sh recorded it
+// (${DLOCK_SERVERS_DIR:-/tmp/dlock-servers}/zookeeper/pid); throws unless that server's
+// recorded port is port() (never another server's process).
+pid_t server_pid();
+
+// Freezes a process (SIGSTOP) for its lifetime; always lets it go on again (SIGCONT), also
+// when the test fails.
+class Frozen {
+ public:
+  explicit Frozen(pid_t pid);
+  ~Frozen() { thaw(); }
+  void thaw() noexcept {
+    if (pid_ != 0) ::kill(pid_, SIGCONT);
+    pid_ = 0;
+  }
+  Frozen(const Frozen&) = delete;
+  Frozen& operator=(const Frozen&) = delete;
+
+ private:
+  pid_t pid_;
+};
 
 // Waits until `pred` holds or `limit` passes; returns pred().
 template <class Pred>
