@@ -196,7 +196,7 @@ spi::Attempt ZkAcquisition::enqueue(int depth) {
     conn_->note_own(node_);
     // Every other child existed before ours: with none, nothing is older and the lock is
     // ours (the uncontended case: one request, no listing).
-    if (c->siblings == 1) return grant();
+    if (c->siblings == 1) return grant_fresh();
     first_listings.fetch_add(1, std::memory_order_relaxed);
     auto l = client_->await(conn_->children(parent_));
     if (!l || l->rc != ZOK) {
@@ -262,7 +262,7 @@ spi::Attempt ZkAcquisition::evaluate(const std::vector<std::string>& names, int 
   for (auto c = children.begin(); c != it; ++c) {
     if (mode_ == 'x' || c->mode == 'x') lower_.push_back(parent_ + "/" + c->node);
   }
-  if (lower_.empty()) return grant();
+  if (lower_.empty()) return grant_fresh();
   if (!req_.will_wait) {
     // Try-once: leave nothing behind.
     delete_now_or_later(node_);
@@ -298,7 +298,7 @@ spi::Attempt ZkAcquisition::from_snapshot() {
     // Nor when the session's leader_basis() is old (the session's background syncs were
     // not answered lately): the hold's expiry estimate must start from a fresh one. One
     // round trip settles both: our node, and a sync behind it.
-    if (own_session_node_gone || Clock::now() - conn_->leader_basis() > client_->session_timeout() / 2) {
+    if (own_session_node_gone || basis_is_old()) {
       auto s = conn_->exists(node_);
       auto sync = conn_->sync();
       auto st = client_->await(s);
@@ -315,6 +315,17 @@ spi::Attempt ZkAcquisition::from_snapshot() {
       auto sy = client_->await(sync);
       if (!sy || *sy != ZOK) {
         throw translate_error(conn_->where(), "syncing with the leader for", node_, sy ? *sy : kTimedOut);
+      }
+      if (basis_is_old()) {
+        // Right after an outage (the server frozen, the client reconnected) the sync cannot
+        // move the basis yet: it confirms only requests answered L before it was sent. A
+        // grant from the old basis would be lost at once, or soon after (its lost signal
+        // fires, and the core deletes our node). The lock is ours and stays ours while we
+        // wait, node and place kept: ask again every L/4 (an exists and a sync) until a
+        // request answered after the outage is confirmed, then grant from it.
+        const auto poll =
+            std::chrono::duration_cast<std::chrono::milliseconds>(conn_->leader_lag() / 4);
+        return spi::Busy{std::max(poll, std::chrono::milliseconds(10))};
       }
     }
     return grant();
@@ -344,6 +355,10 @@ void ZkAcquisition::delete_now_or_later(const std::string& node) noexcept {
   Conn::guaranteed_delete(conn_, node);
 }
 
+bool ZkAcquisition::basis_is_old() const {
+  return Clock::now() - conn_->leader_basis() > client_->session_timeout() / 2;
+}
+
 bool ZkAcquisition::all_watched() const {
   return std::all_of(lower_.begin(), lower_.end(), [&](const std::string& n) {
     return std::find(watching_.begin(), watching_.end(), n) != watching_.end();
@@ -363,6 +378,13 @@ void ZkAcquisition::watch_nearest() {
     watching_.push_back(*it);
     conn_->watch(*it, sink_);
   }
+}
+
+spi::Attempt ZkAcquisition::grant_fresh() {
+  // A waiter can wait for a basis that gives the hold time to live; a try-once cannot (it
+  // would have to give the lock up), so it is granted from the basis it has.
+  if (req_.will_wait && basis_is_old()) return from_snapshot();
+  return grant();
 }
 
 spi::Attempt ZkAcquisition::grant() {

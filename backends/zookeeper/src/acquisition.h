@@ -43,11 +43,17 @@ class ZkAcquisition final : public spi::Acquisition {
   spi::Attempt relist();
   spi::Attempt evaluate(const std::vector<std::string>& children, int depth);
   spi::Attempt from_snapshot();
+  // Our node is first (no relevant older node): grant(), unless this acquire waits and
+  // basis_is_old(), which from_snapshot() settles first (a sync; Busy until it is fresh).
+  spi::Attempt grant_fresh();
   spi::Attempt grant();
   void make_parent();
   // Watches the two youngest nodes of lower_ (drops watches on nodes no longer in it).
   void watch_nearest();
   bool all_watched() const;
+  // The session's leader_basis() is more than S/2 old: a hold granted from it would have
+  // less than S/2 to live (its lost signal due within S/2) unless the basis advances.
+  bool basis_is_old() const;
   void delete_now_or_later(const std::string& node) noexcept;
   void forget_session();
   // After a create whose answer never came: finds the node by our id and deletes it, in
