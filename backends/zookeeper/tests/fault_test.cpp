@@ -3,6 +3,7 @@
 // must never leave an orphan node that blocks the name for the life of the session.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <optional>
@@ -11,6 +12,7 @@
 #include "dlock/dlock.h"
 #include "framework/tcp_proxy.h"
 #include "test_server.h"
+#include "testing.h"
 
 namespace dlock::zookeeper::test {
 namespace {
@@ -238,6 +240,68 @@ TEST(ZkFaults, ReleaseDuringDisconnectLeavesNoOrphan) {
     EXPECT_TRUE(again->release());
   }
   EXPECT_TRUE(eventually([&] { return lock_nodes(zh.get(), prefix).empty(); }, 2s));
+}
+
+TEST(ZkFaults, AReleaseThatMeetsTheSessionsExpiryReturnsFalse) {
+  // The lease contract: release() is false when the lock is no longer held (the session
+  // expired: its node is gone); unavailable only when the server could not be reached. Here
+  // the server answers the delete with "session expired" before the client has processed
+  // the expiry event: the answer is definitive, the hold is over.
+  const auto prefix = fresh_prefix();
+  TcpProxy proxy("127.0.0.1", port());
+  // S = 6 s: the S-based lost signal cannot fire for 2.5 s after the cut, so release()
+  // reaches the backend with the hold still held.
+  auto p = dlock::open("zk://127.0.0.1:" + std::to_string(proxy.port()) + "/?prefix=" + prefix +
+                       "&session_timeout=6s&connect_timeout=5s&command_timeout=5s");
+  auto zh = raw();
+  auto l = p->try_lock("n");
+  ASSERT_TRUE(l);
+  // Cut: the client reconnects again and again, refused; requests wait in its queue.
+  proxy.set_mode(TcpProxy::Mode::refuse);
+  proxy.reset_all();
+  // The server ends the session meanwhile (its id taken over by a twin handle, then closed).
+  auto sessions = testing::sessions_under("/" + prefix);
+  ASSERT_EQ(sessions.size(), 1u);
+  clientid_t id{};
+  id.client_id = sessions[0].id;
+  std::copy(sessions[0].password.begin(), sessions[0].password.end(), id.passwd);
+  zhandle_t* twin = zookeeper_init(hosts().c_str(), nullptr, 6000, &id, nullptr, 0);
+  ASSERT_NE(twin, nullptr);
+  const bool took_over =
+      eventually([&] { return zoo_state(twin) == ZOO_CONNECTED_STATE; }, 3s);
+  zookeeper_close(twin);
+  ASSERT_TRUE(took_over);
+  ASSERT_TRUE(eventually([&] { return lock_nodes(zh.get(), prefix).empty(); }, 3s))
+      << "the server kept the session's node";
+  // The network comes back slow (500 ms each way): the client's handshake is on its way
+  // when release() queues the delete behind it, and the server's answer to the handshake,
+  // "session expired", fails the queued delete with ZSESSIONEXPIRED before the expiry
+  // event is processed. (Were the event first, release() would return false by the
+  // dead-session path: the order only decides which path is tested.)
+  const int before = proxy.accepted();
+  proxy.set_delay(500ms);
+  proxy.set_mode(TcpProxy::Mode::pass);
+  ASSERT_TRUE(eventually([&] { return proxy.accepted() > before; }, 3s))
+      << "the client never came back";
+  std::optional<bool> released;
+  std::string error;
+  try {
+    released = l->release();
+  } catch (const Error& e) {
+    error = e.what();
+  }
+  proxy.set_delay(0ms);
+  EXPECT_TRUE(released) << "release() threw: " << error;
+  if (released) {
+    EXPECT_FALSE(*released) << "a release after the session expired reported a hold it had";
+  }
+  EXPECT_FALSE(l->held());
+  // The provider goes on in a new session.
+  auto again = p->try_lock("n", Wait::for_duration(5s));
+  EXPECT_TRUE(again);
+  if (again) {
+    EXPECT_TRUE(again->release());
+  }
 }
 
 }  // namespace
