@@ -48,6 +48,12 @@ bool ZkBackend::release(spi::HeldLock& lock) {
   const bool retry = zl.begin_release();
   conn->forget_own(zl.path());  // a waiter of this session may take its deletion as a hand-off
   auto r = client_->await(conn->remove(zl.path()));
+  if (r && *r == ZSESSIONEXPIRED) {
+    // The server's definitive answer (the client hands it to requests it still had when it
+    // heard, before the expiry event runs): the node died with the session.
+    settle();
+    return false;
+  }
   if (!r || is_transport_error(*r)) {
     if (zl.lost()) {
       // A hold already given up (the core releases it after the lost signal, and nobody
