@@ -171,13 +171,15 @@ TEST(Watchdog, ExplicitLeaseIsNotRenewedAndFiresLostAtExpiry) {
 // the lock by then (review zk, F1: held() true 1.9 s past expires_at(), 2 of 3 runs). Here
 // the thread that tells holders is kept in another hold's lost callback.
 TEST(Watchdog, ALeasePastItsEndIsNotHeldEvenBeforeTheLostSignal) {
+  // Declared before the leases: the callback reads them until it is let go, and destroying
+  // its lease waits for it to return.
+  std::atomic<bool> in_callback{false};
+  std::atomic<bool> let_go{false};
   auto p = open("mem://past-its-end");
   auto first = p->try_lock("first", Wait::try_once(), {.lease = 100ms});
   auto second = p->try_lock("second", Wait::try_once(), {.lease = 300ms});
   ASSERT_TRUE(first);
   ASSERT_TRUE(second);
-  std::atomic<bool> in_callback{false};
-  std::atomic<bool> let_go{false};
   first->on_lost([&] {
     in_callback = true;
     until_true([&] { return let_go.load(); }, 5s);
