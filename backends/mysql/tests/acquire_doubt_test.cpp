@@ -16,8 +16,7 @@
 #include "lease_sql.h"
 #include "options.h"
 #include "pool.h"
-#include "stopped_server.h"
-#include "test_db.h"
+#include "stalled_server_test.h"
 
 namespace dlock::mysql::test {
 namespace {
@@ -25,35 +24,11 @@ namespace {
 using namespace std::chrono_literals;
 using Clock = std::chrono::steady_clock;
 
-// Whether `l` was granted (polled every ms) within `limit`.
-bool grant_within(ILockProvider& p, const std::string& name, std::chrono::milliseconds limit,
-                  std::optional<Lease>& l) {
-  const auto until = Clock::now() + limit;
-  while (Clock::now() < until) {
-    try {
-      l = p.try_lock(name);
-      if (l) return true;
-    } catch (const Error&) {
-    }
-    std::this_thread::sleep_for(1ms);
-  }
-  return false;
-}
-
 long long ms(Clock::duration d) {
   return std::chrono::duration_cast<std::chrono::milliseconds>(d).count();
 }
 
-class MysqlAcquireDoubtTest : public ::testing::Test {
- protected:
-  void SetUp() override {
-    ASSERT_FALSE(server_uri().empty()) << kNoServerMessage;
-    ASSERT_FALSE(servers_script().empty())
-        << "DLOCK_SERVERS_SCRIPT not set (eval \"$(scripts/servers.sh env)\")";
-    db_ = std::make_unique<TestDb>();
-  }
-  std::unique_ptr<TestDb> db_;
-};
+class MysqlAcquireDoubtTest : public StalledServerTest {};
 
 // M3 (review my, lease mode): P's try_lock(b) is sent on a cached connection while the
 // server is stopped; no answer comes (read timeout, then the reconnect's handshake times

@@ -14,8 +14,7 @@
 #include <vector>
 
 #include "dlock/dlock.h"
-#include "stopped_server.h"
-#include "test_db.h"
+#include "stalled_server_test.h"
 
 namespace dlock::mysql::test {
 namespace {
@@ -41,27 +40,14 @@ int tcp_state(int client_port, int server_port) {
   return 0;
 }
 
-// Whether `done()` became true within `limit` (polled every ms).
-template <class F>
-bool within(std::chrono::milliseconds limit, F done) {
-  const auto until = Clock::now() + limit;
-  while (!done()) {
-    if (Clock::now() >= until) return false;
-    std::this_thread::sleep_for(1ms);
-  }
-  return true;
-}
-
-class MysqlProbeDoubtTest : public ::testing::Test {
+class MysqlProbeDoubtTest : public StalledServerTest {
  protected:
   static constexpr const char* kParams =
       "connect_timeout=1s&command_timeout=1s&session_timeout=3s";
 
   void SetUp() override {
-    ASSERT_FALSE(server_uri().empty()) << kNoServerMessage;
-    ASSERT_FALSE(servers_script().empty())
-        << "DLOCK_SERVERS_SCRIPT not set (eval \"$(scripts/servers.sh env)\")";
-    db_ = std::make_unique<TestDb>();
+    StalledServerTest::SetUp();
+    if (HasFatalFailure()) return;
     server_port_ = std::stoi(db_->query("SELECT @@port").at(0));
   }
 
@@ -90,7 +76,6 @@ class MysqlProbeDoubtTest : public ::testing::Test {
     return state.load();
   }
 
-  std::unique_ptr<TestDb> db_;
   int server_port_ = 0;
 };
 

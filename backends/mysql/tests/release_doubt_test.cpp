@@ -11,8 +11,7 @@
 #include <thread>
 
 #include "dlock/dlock.h"
-#include "stopped_server.h"
-#include "test_db.h"
+#include "stalled_server_test.h"
 
 namespace dlock::mysql::test {
 namespace {
@@ -20,31 +19,7 @@ namespace {
 using namespace std::chrono_literals;
 using Clock = std::chrono::steady_clock;
 
-// Whether `l` was granted (polled every ms) within `limit`.
-bool grant_within(ILockProvider& p, const std::string& name, std::chrono::milliseconds limit,
-                  std::optional<Lease>& l) {
-  const auto until = Clock::now() + limit;
-  while (Clock::now() < until) {
-    try {
-      l = p.try_lock(name);
-      if (l) return true;
-    } catch (const Error&) {
-    }
-    std::this_thread::sleep_for(1ms);
-  }
-  return false;
-}
-
-class MysqlReleaseDoubtTest : public ::testing::Test {
- protected:
-  void SetUp() override {
-    ASSERT_FALSE(server_uri().empty()) << kNoServerMessage;
-    ASSERT_FALSE(servers_script().empty())
-        << "DLOCK_SERVERS_SCRIPT not set (eval \"$(scripts/servers.sh env)\")";
-    db_ = std::make_unique<TestDb>();
-  }
-  std::unique_ptr<TestDb> db_;
-};
+class MysqlReleaseDoubtTest : public StalledServerTest {};
 
 // M1 (review my, lease mode): the owner-checked UPDATE of a release gets no answer. The core
 // kept the hold when release threw unavailable, but the server applied the UPDATE as soon as

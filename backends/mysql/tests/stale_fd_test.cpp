@@ -19,8 +19,7 @@
 #include "fd_monitor.h"
 #include "options.h"
 #include "pool.h"
-#include "stopped_server.h"
-#include "test_db.h"
+#include "stalled_server_test.h"
 
 namespace dlock::mysql::test {
 namespace {
@@ -28,27 +27,7 @@ namespace {
 using namespace std::chrono_literals;
 using Clock = std::chrono::steady_clock;
 
-// Whether `done()` became true within `limit` (polled every ms).
-template <class F>
-bool within(std::chrono::milliseconds limit, F done) {
-  const auto until = Clock::now() + limit;
-  while (!done()) {
-    if (Clock::now() >= until) return false;
-    std::this_thread::sleep_for(1ms);
-  }
-  return true;
-}
-
-class MysqlStaleFdTest : public ::testing::Test {
- protected:
-  void SetUp() override {
-    ASSERT_FALSE(server_uri().empty()) << kNoServerMessage;
-    ASSERT_FALSE(servers_script().empty())
-        << "DLOCK_SERVERS_SCRIPT not set (eval \"$(scripts/servers.sh env)\")";
-    db_ = std::make_unique<TestDb>();
-  }
-  std::unique_ptr<TestDb> db_;
-};
+class MysqlStaleFdTest : public StalledServerTest {};
 
 // M2 (review my), the mechanism: A's connection is KILLed and a statement on it fails
 // (Connector/C closes its socket); B, opened while A still lives, gets A's old fd number and
