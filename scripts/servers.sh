@@ -123,7 +123,9 @@ spawn() {  # PIDFILE LOGFILE CMD...
   local pidfile=$1 log=$2; shift 2
   rm -f "$pidfile"
   # shellcheck disable=SC2016  # expanded by the inner shell
-  setsid -f bash -c 'echo $$ >"$1"; shift; exec "$@"' spawn "$pidfile" "$@" </dev/null >>"$log" 2>&1
+  # DLOCK_SERVERS_TEST_SPAWN_DELAY (seconds, tests only) widens the moment between the two.
+  setsid -f bash -c 'echo $$ >"$1"; shift; [[ -z "${DLOCK_SERVERS_TEST_SPAWN_DELAY:-}" ]] ||
+    sleep "$DLOCK_SERVERS_TEST_SPAWN_DELAY"; exec "$@"' spawn "$pidfile" "$@" </dev/null >>"$log" 2>&1
 }
 
 wait_for_file() {  # FILE: bounded wait for a non-empty file
