@@ -57,12 +57,14 @@ for pair in redis:redis mysql:mariadb postgres:postgres zookeeper:zookeeper; do
 done
 [[ ";$compiled;" == *";zookeeper;"* ]] && want+=(zookeeper3)
 started=()
+# Set before the first start: a start that fails ends the script (set -e), and what it and
+# the starts before it left running must be stopped too.
+cleanup() { ((KEEP)) || ((${#started[@]} == 0)) || "$SERVERS" stop "${started[@]}" >&2 || true; }
+trap cleanup EXIT
 for s in "${want[@]}"; do
   "$SERVERS" status "$s" >/dev/null 2>&1 || started+=("$s")
   "$SERVERS" start "$s" >&2
 done
-cleanup() { ((KEEP)) || ((${#started[@]} == 0)) || "$SERVERS" stop "${started[@]}" >&2 || true; }
-trap cleanup EXIT
 eval "$("$SERVERS" env redis mariadb zookeeper postgres zookeeper3-1)"
 
 /usr/bin/python3 "$ROOT/bench/compare/compare.py" --bench "$BUILD/bench/dlock-bench" \

@@ -139,7 +139,11 @@ wait_ready() {  # NAME PROBE...
   local name=$1; shift
   local deadline=$((SECONDS + TIMEOUT))
   while ((SECONDS < deadline)); do
-    if ! running "$name"; then echo "servers.sh: $name exited during startup" >&2; return 1; fi
+    # Until spawn()'s shell has exec'ed the server, the recorded pid is that bash's.
+    if ! running "$name" && ! alive "$(recorded_pid "$name")" bash; then
+      echo "servers.sh: $name exited during startup" >&2
+      return 1
+    fi
     if "$@" >/dev/null 2>&1; then return 0; fi
     sleep 0.1
   done
