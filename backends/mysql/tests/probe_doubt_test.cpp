@@ -6,14 +6,13 @@
 
 #include <atomic>
 #include <chrono>
-#include <cstdio>
-#include <fstream>
 #include <optional>
 #include <string>
 #include <thread>
 #include <vector>
 
 #include "dlock/dlock.h"
+#include "framework/proc_net_tcp.h"
 #include "stalled_server_test.h"
 
 namespace dlock::mysql::test {
@@ -21,24 +20,7 @@ namespace {
 
 using namespace std::chrono_literals;
 using Clock = std::chrono::steady_clock;
-
-// The TCP state (/proc/net/tcp: 1 established, 4/5 FIN_WAIT after a close or shutdown) of
-// this host's socket from `client_port` to `server_port`; 0 if there is none.
-int tcp_state(int client_port, int server_port) {
-  std::ifstream tcp("/proc/net/tcp");
-  std::string line;
-  std::getline(tcp, line);  // header
-  while (std::getline(tcp, line)) {
-    unsigned slot, local_ip, local_port, remote_ip, remote_port, state;
-    if (std::sscanf(line.c_str(), " %u: %x:%x %x:%x %x", &slot, &local_ip, &local_port,
-                    &remote_ip, &remote_port, &state) == 6 &&
-        static_cast<int>(local_port) == client_port &&
-        static_cast<int>(remote_port) == server_port) {
-      return static_cast<int>(state);
-    }
-  }
-  return 0;
-}
+using conformance::tcp_state;
 
 class MysqlProbeDoubtTest : public StalledServerTest {
  protected:

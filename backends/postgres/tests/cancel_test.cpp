@@ -6,14 +6,12 @@
 
 #include <atomic>
 #include <chrono>
-#include <cstdio>
-#include <fstream>
-#include <sstream>
 #include <stop_token>
 #include <string>
 #include <thread>
 
 #include "dlock/open.h"
+#include "framework/proc_net_tcp.h"
 #include "test_server.h"
 
 namespace dlock::postgres {
@@ -56,24 +54,6 @@ struct CancelledWaiter {
     stop.request_stop();
   }
 };
-
-// Bytes the server has received on the connection from client port `client_port` and not
-// read yet (the rx_queue of its server-side socket in /proc/net/tcp); -1 if not found.
-long rx_queue_from(int server_port, int client_port) {
-  std::ifstream tcp("/proc/net/tcp");
-  std::string line;
-  std::getline(tcp, line);  // header
-  while (std::getline(tcp, line)) {
-    unsigned slot, local_ip, local_port, remote_ip, remote_port, state;
-    unsigned long tx, rx;
-    if (std::sscanf(line.c_str(), " %u: %x:%x %x:%x %x %lx:%lx", &slot, &local_ip, &local_port, &remote_ip,
-                    &remote_port, &state, &tx, &rx) == 8 &&
-        static_cast<int>(local_port) == server_port && static_cast<int>(remote_port) == client_port) {
-      return static_cast<long>(rx);
-    }
-  }
-  return -1;
-}
 
 // The cancel travels on an idle session the provider already has (pg_cancel_backend of the
 // waiter's server process): with the postmaster stopped, so that no new connection can be
@@ -156,10 +136,10 @@ void expect_a_cancel_before_the_wait_started_not_lost(ILockProvider& q, const st
                                                       const std::string& name, int waiter_pid,
                                                       int client_port, const std::string& how) {
   const int server_port = std::stoi(test::admin("SHOW port")[0][0]);
-  ASSERT_EQ(rx_queue_from(server_port, client_port), 0) << "the waiter session's server socket (/proc/net/tcp)";
+  ASSERT_EQ(conformance::rx_queue(server_port, client_port), 0) << "the waiter session's server socket (/proc/net/tcp)";
   test::StoppedBackend stopped(waiter_pid);
   CancelledWaiter w(q, name);
-  ASSERT_TRUE(eventually([&] { return rx_queue_from(server_port, client_port) > 0; }, 2s))
+  ASSERT_TRUE(eventually([&] { return conformance::rx_queue(server_port, client_port) > 0; }, 2s))
       << "the wait statement was not sent";
   w.cancel();
   std::this_thread::sleep_for(100ms);  // the cancel is on its way while the server process is stopped

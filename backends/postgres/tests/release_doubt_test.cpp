@@ -7,13 +7,12 @@
 
 #include <atomic>
 #include <chrono>
-#include <cstdio>
-#include <fstream>
 #include <optional>
 #include <string>
 
 #include "dlock/error.h"
 #include "dlock/open.h"
+#include "framework/proc_net_tcp.h"
 #include "test_server.h"
 
 namespace dlock::postgres {
@@ -21,30 +20,13 @@ namespace {
 
 using namespace std::chrono_literals;
 
+using conformance::tcp_state;
 using test::eventually;
 
 // Statements bounded by 500 ms; S = 10 s, so no probe of the watchdog runs during a test.
 std::shared_ptr<ILockProvider> open_patient(const std::string& tag, const std::string& app) {
   return dlock::open(test::uri_as("", "prefix=" + tag + ":&application_name=" + app +
                                           "&connect_timeout=500ms&command_timeout=500ms"));
-}
-
-// The TCP state (/proc/net/tcp: 1 established, 4/5 FIN_WAIT after a close) of this host's
-// socket from `client_port` to `server_port`; 0 if there is none.
-int tcp_state(int client_port, int server_port) {
-  std::ifstream tcp("/proc/net/tcp");
-  std::string line;
-  std::getline(tcp, line);  // header
-  while (std::getline(tcp, line)) {
-    unsigned slot, local_ip, local_port, remote_ip, remote_port, state;
-    if (std::sscanf(line.c_str(), " %u: %x:%x %x:%x %x", &slot, &local_ip, &local_port,
-                    &remote_ip, &remote_port, &state) == 6 &&
-        static_cast<int>(local_port) == client_port &&
-        static_cast<int>(remote_port) == server_port) {
-      return static_cast<int>(state);
-    }
-  }
-  return 0;
 }
 
 // A provider (application_name `app`) holding two names on its one session, and that
