@@ -1,8 +1,8 @@
 -- One atomic attempt to take a lock (exclusive = writer, shared = reader).
 -- Key layout and messages: backends/redis/README.md. Helpers: queue.lua (prepended).
 --
--- KEYS[1] holders hash (field "mode" = w|r, field <owner key> = hold count); the lock's other
---   keys are named after it (lock_keys in queue.lua; queue members: see queue.lua)
+-- KEYS[1] the writer's hold (a string: its owner key); the lock's other keys, readers included,
+--   are named after it (lock_keys in queue.lua; queue members: see queue.lua)
 -- KEYS[2] data-loss marker
 -- ARGV[1] owner key   ARGV[2] x|s   ARGV[3] lease ms   ARGV[4] waiter id
 -- ARGV[5] 1 = the caller will wait if busy   ARGV[6] heartbeat ms
@@ -13,8 +13,8 @@
 --
 -- Returns the fencing token (>= 1) when granted, or -(the holder's remaining ms + 1) (0 if
 -- unknown) when busy, or -(ms left) while nothing is granted after data loss.
-local hash = KEYS[1]
-local readers, counter, queue, deadlines = lock_keys(hash)
+local hold = KEYS[1]
+local readers, counter, queue, deadlines = lock_keys(hold)
 local owner, mode, lease = ARGV[1], ARGV[2], tonumber(ARGV[3])
 local waiter, will_wait = ARGV[4], ARGV[5] == '1'
 local heartbeat, silent = tonumber(ARGV[6]), ARGV[10] == '1'
@@ -27,11 +27,11 @@ local function granted(token)
   if silent then
     local pickup = math.min(lease, math.max(math.floor(heartbeat / 2), 1))
     if mode == 'x' then
-      redis.call('PEXPIRE', hash, pickup)
+      redis.call('PEXPIRE', hold, pickup)
     else
       redis.call('ZADD', readers, now() + pickup, owner)
     end
-    local grants = grant_list(hash, waiter)
+    local grants = grant_list(hold, waiter)
     redis.call('RPUSH', grants, string.format('%d', token))
     redis.call('PEXPIRE', grants, heartbeat * 2)
   end
@@ -56,7 +56,7 @@ local function quiet_ms()
     if silent then
       -- The gone mark's name, written out here and in abandon.lua (README: "Key layout"):
       -- a helper in queue.lua would cost every script run its closure.
-      read = redis.call('MGET', KEYS[2], counter, hash .. ':a:' .. waiter)
+      read = redis.call('MGET', KEYS[2], counter, hold .. ':a:' .. waiter)
     else
       read = redis.call('MGET', KEYS[2], counter)
     end
@@ -75,34 +75,35 @@ if refresh and quiet_ms() > 0 then return -quiet_ms() end
 -- A waiter woken by its grant picks it up first, with one read: the purges below are every
 -- other attempt's and the release's job. (A grant took it off the queue; a retry after a
 -- lost reply may have left its own entry there.)
-if refresh and mode == 'x' then
-  local state = redis.call('HMGET', hash, 'mode', owner)
-  if state[1] == 'w' and state[2] then
-    local token = next_token(counter, lease)
-    redis.call('PEXPIRE', hash, lease)
-    local me = member_of(mode, lease, waiter, owner)
-    redis.call('ZREM', queue, me)
-    redis.call('ZREM', deadlines, me)
-    redis.call('DEL', grant_list(hash, waiter))  -- picked up here, not through the list
-    return granted(token)
-  end
+if refresh and mode == 'x' and redis.call('GET', hold) == owner then
+  local token = next_token(counter, lease)
+  redis.call('PEXPIRE', hold, lease)
+  local me = member_of(mode, lease, waiter, owner)
+  redis.call('ZREM', queue, me)
+  redis.call('ZREM', deadlines, me)
+  redis.call('DEL', grant_list(hold, waiter))  -- picked up here, not through the list
+  return granted(token)
 end
 
--- A caller that expects the lock held (the silent first attempt on a name found busy before)
--- reads the mode first: under a writer, that one read is all it needs before it queues.
-local mode_read = silent and not refresh and redis.call('HGET', hash, 'mode')
-if mode_read ~= 'w' then
+-- What holds the lock: 'w' a writer, 'r' readers, false nobody. A caller that expects it
+-- held by a writer (the silent first attempt on a name found busy before) looks for that
+-- first: under a writer, that one read is all it needs before it queues.
+local looked = silent and not refresh
+local held = looked and redis.call('EXISTS', hold) == 1 and 'w'
+if held ~= 'w' then
   -- One call answers the common case: nobody holds the lock and nobody waits for it.
-  local present = redis.call('EXISTS', hash, queue)
+  local present = redis.call('EXISTS', hold, readers, queue)
   if present == 0 then
     if quiet_ms() > 0 then return -quiet_ms() end
     local token = next_token(counter, lease)
-    take(hash, readers, false, mode, owner, lease)
+    take(hold, readers, mode, owner, lease)
     return granted(token)
   end
-
-  local held = mode_read or redis.call('HGET', hash, 'mode')
-  local queued = present - (held and 1 or 0) > 0
+  if not looked then held = redis.call('EXISTS', hold) == 1 and 'w' end
+  -- A writer and readers never hold it together (a writer is granted once no reader is
+  -- left), so `present` counts the queue and one of them.
+  local queued = present > 1 or (not held and redis.call('EXISTS', queue) == 1)
+  if not held and present > (queued and 1 or 0) then held = 'r' end
   -- The common case under contention: a writer holds the lock and this is a caller's first
   -- attempt: it can only queue. Everything else may grant (a free or shared lock, a waiter
   -- that may have been handed it) and may purge (a waiter's refresh, every
@@ -113,36 +114,33 @@ if mode_read ~= 'w' then
     local me = member_of(mode, lease, waiter, owner)
     -- Checked before the first write below (purges and hand-overs issue tokens too).
     last_token(counter)
-    held = purge_readers(hash, readers, held)
+    held = purge_readers(readers, held)
     -- Waiters that stopped refreshing (crashed, hung) are dropped.
     if queued and purge_waiters(queue, deadlines) and held ~= 'w' then
       -- Dead waiters made room: the next ones (this caller, perhaps) get the lock now.
-      held = grant_queued(hash, readers, counter, queue, deadlines, held, heartbeat)
+      held = grant_queued(hold, readers, counter, queue, deadlines, held, heartbeat)
     end
 
-    -- This owner already holds it in this mode: the queue handed it over (to a caller that
-    -- waits: this is its pick-up, which turns the short pick-up lease into the full one, counted
-    -- from this request), or this is the retry of an attempt whose reply was lost (ARGV[7] says
+    -- This reader already holds it: the queue handed it over (to a caller that waits: this
+    -- is its pick-up, which turns the short pick-up lease into the full one, counted from
+    -- this request), or this is the retry of an attempt whose reply was lost (ARGV[7] says
     -- when that can be); the core never asks twice otherwise. Grant it again, refreshed,
-    -- without counting twice, and with a new token: the caller sees this as a new hold, so its
-    -- token must exceed every earlier one.
-    if refresh and ((mode == 'x' and held == 'w') or (mode == 's' and held == 'r')) and
-        redis.call('HEXISTS', hash, owner) == 1 then
+    -- without counting twice, and with a new token: the caller sees this as a new hold, so
+    -- its token must exceed every earlier one. (A writer's own hold was picked up above;
+    -- one granted by the purge just now is picked up here.)
+    if refresh and ((mode == 'x' and held == 'w' and redis.call('GET', hold) == owner) or
+                    (mode == 's' and held == 'r' and redis.call('ZSCORE', readers, owner))) then
       local token = next_token(counter, lease)
       if mode == 'x' then
-        redis.call('PEXPIRE', hash, lease)
+        redis.call('PEXPIRE', hold, lease)
       else
-        redis.call('ZADD', readers, now() + lease, owner)
-        if redis.call('PTTL', hash) < lease then
-          redis.call('PEXPIRE', hash, lease)
-          redis.call('PEXPIRE', readers, lease)
-        end
+        hold_reader(readers, owner, lease)
       end
       if queued then
         redis.call('ZREM', queue, me)
         redis.call('ZREM', deadlines, me)
       end
-      redis.call('DEL', grant_list(hash, waiter))
+      redis.call('DEL', grant_list(hold, waiter))
       return granted(token)
     end
 
@@ -152,18 +150,17 @@ if mode_read ~= 'w' then
     local head = fits and queued and redis.call('ZRANGE', queue, 0, 0)[1]
     if fits and (not head or head == me) then
       local token = next_token(counter, lease)
-      held = take(hash, readers, held, mode, owner, lease)
+      held = take(hold, readers, mode, owner, lease)
       if head then
         redis.call('ZREM', queue, me)
         redis.call('ZREM', deadlines, me)
         -- Readers queued right behind may join (nothing happens under a writer).
-        grant_queued(hash, readers, counter, queue, deadlines, held, heartbeat)
+        grant_queued(hold, readers, counter, queue, deadlines, held, heartbeat)
       end
       return granted(token)
     end
   end
 end
-
 if will_wait then
   -- NX: a waiter keeps its place; every attempt refreshes its deadline. The place is the
   -- server clock in microseconds: each script reads it anew and runs longer than that, so
@@ -182,6 +179,6 @@ end
 -- millisecond still reads as a hint (0 means none: the lock is free, waiting for the queue).
 -- A caller that reads no reply gets none.
 if silent then return 0 end
-local ttl = redis.call('PTTL', hash)
+local ttl = redis.call('PTTL', held == 'r' and readers or hold)
 if ttl < 0 then return 0 end
 return -(ttl + 1)

@@ -1,7 +1,7 @@
 -- Owner-checked renewal of many locks in one call (the watchdog's batch).
 -- Key layout: backends/redis/README.md.
 --
--- KEYS[i] holders hash of lock i (its reader expiries zset is KEYS[i]:r)
+-- KEYS[i] the writer's hold of lock i (its readers zset is KEYS[i]:r)
 -- ARGV[1] lease ms   ARGV[1+i] owner key of lock i
 --
 -- Returns one integer per lock: 1 renewed, 0 not held by that owner (missing or foreign).
@@ -17,23 +17,18 @@ end
 
 local out = {}
 for i = 1, #KEYS do
-  local hash, owner = KEYS[i], ARGV[i + 1]
-  local readers = hash .. ':r'
+  local hold, owner = KEYS[i], ARGV[i + 1]
+  local readers = hold .. ':r'
   local renewed = 0
-  if redis.call('HEXISTS', hash, owner) == 1 then
-    if redis.call('HGET', hash, 'mode') == 'w' then
-      redis.call('PEXPIRE', hash, lease)
+  if redis.call('GET', hold) == owner then
+    redis.call('PEXPIRE', hold, lease)
+    renewed = 1
+  else
+    local expiry = redis.call('ZSCORE', readers, owner)
+    if expiry and tonumber(expiry) > now() then
+      redis.call('ZADD', readers, now() + lease, owner)
+      if redis.call('PTTL', readers) < lease then redis.call('PEXPIRE', readers, lease) end
       renewed = 1
-    else
-      local expiry = redis.call('ZSCORE', readers, owner)
-      if expiry and tonumber(expiry) > now() then
-        redis.call('ZADD', readers, now() + lease, owner)
-        if redis.call('PTTL', hash) < lease then
-          redis.call('PEXPIRE', hash, lease)
-          redis.call('PEXPIRE', readers, lease)
-        end
-        renewed = 1
-      end
     end
   end
   out[i] = renewed

@@ -4,7 +4,7 @@
 -- a release that already handed the lock over.
 --
 -- The names come as arguments, not keys: a user denied a key could not even run the check.
--- ARGV[1] holders hash   ARGV[2] reader expiries   ARGV[3] fencing counter   ARGV[4] queue
+-- ARGV[1] writer's hold   ARGV[2] readers   ARGV[3] fencing counter   ARGV[4] queue
 -- ARGV[5] waiter deadlines   ARGV[6] a release latch   ARGV[7] data-loss marker
 -- ARGV[8] the acquire script's SHA1
 --
@@ -12,30 +12,29 @@
 -- allowed or the server predates redis.acl_check_cmd (Redis < 7: then a missing right shows
 -- as NOPERM when it is used).
 if not redis.acl_check_cmd then return {} end
-local hash, readers, counter, queue, deadlines, latch, marker, sha =
+local hold, readers, counter, queue, deadlines, latch, marker, sha =
   ARGV[1], ARGV[2], ARGV[3], ARGV[4], ARGV[5], ARGV[6], ARGV[7], ARGV[8]
-local grants = hash .. ':g:' .. 'w'  -- a waiter's grant list
-local gone = hash .. ':a:' .. 'w'  -- a waiter's gone mark
+local grants = hold .. ':g:' .. 'w'  -- a waiter's grant list
+local gone = hold .. ':a:' .. 'w'  -- a waiter's gone mark
 
 local checks = {
-  {'evalsha', sha, '2', hash, marker}, {'time'},
+  {'evalsha', sha, '2', hold, marker}, {'time'},
   {'rpush', grants, 't'}, {'blpop', grants, '1'}, {'del', grants},
   {'pexpire', grants, '1'},
   {'get', marker}, {'set', marker, 'v'}, {'mget', marker, counter}, {'mget', marker, counter, gone},
-  {'set', gone, '1', 'PX', '1'},
+  {'mget', hold, marker, counter}, {'set', gone, '1', 'PX', '1'},
   {'get', counter}, {'set', counter, '1', 'PX', '1'},
   {'get', latch}, {'set', latch, '1', 'PX', '1'},
-  {'exists', hash, queue}, {'del', hash, readers},
-  {'hset', hash, 'f', 'v'}, {'hget', hash, 'f'}, {'hmget', hash, 'f'}, {'hexists', hash, 'f'},
-  {'hdel', hash, 'f'}, {'hlen', hash}, {'hincrby', hash, 'f', '1'},
-  {'pexpire', hash, '1'}, {'pexpire', readers, '1'}, {'pexpire', queue, '1'},
-  {'pexpire', deadlines, '1'}, {'pttl', hash}, {'pttl', queue},
-  {'zadd', readers, '1', 'm'}, {'zadd', queue, 'NX', '1', 'm'}, {'zadd', deadlines, '1', 'm'},
-  {'zrem', readers, 'm'}, {'zrem', queue, 'm'}, {'zrem', deadlines, 'm'},
-  {'zrange', readers, '0', '0'}, {'zrange', queue, '0', '0'},
-  {'zrangebyscore', readers, '-inf', '1'}, {'zrangebyscore', deadlines, '-inf', '1'},
-  {'zremrangebyscore', readers, '-inf', '1'}, {'zremrangebyscore', deadlines, '-inf', '1'},
-  {'zscore', readers, 'm'},
+  {'exists', hold, readers, queue}, {'get', hold}, {'set', hold, 'o', 'PX', '1'}, {'del', hold},
+  {'pexpire', hold, '1'}, {'pttl', hold},
+  {'zadd', readers, '1', 'm'}, {'zrem', readers, 'm'}, {'zscore', readers, 'm'},
+  {'zcount', readers, '1', '+inf'}, {'zrange', readers, '-1', '-1', 'WITHSCORES'},
+  {'zremrangebyscore', readers, '-inf', '1'}, {'del', readers}, {'pexpire', readers, '1'},
+  {'pttl', readers},
+  {'zadd', queue, 'NX', '1', 'm'}, {'zadd', queue, '1', 'm'}, {'zrem', queue, 'm'},
+  {'zrange', queue, '0', '0'}, {'zpopmin', queue}, {'pexpire', queue, '1'}, {'pttl', queue},
+  {'zadd', deadlines, '1', 'm'}, {'zrem', deadlines, 'm'}, {'pexpire', deadlines, '1'},
+  {'zrangebyscore', deadlines, '-inf', '1'}, {'zremrangebyscore', deadlines, '-inf', '1'},
 }
 local denied, seen = {}, {}
 for _, c in ipairs(checks) do

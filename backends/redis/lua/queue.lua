@@ -11,11 +11,11 @@
 -- deadline, server ms) says what to grant it:
 -- "<x|s>|<lease ms>|<length of waiter id>|<waiter id><owner key>".
 
--- A lock's keys besides its holders hash KEYS[1] (README.md, "Key layout"): named after it,
+-- A lock's keys besides its writer's hold KEYS[1] (README.md, "Key layout"): named after it,
 -- so a request sends one key instead of five (they share its hash tag, so its slot).
--- Returns the reader expiries, fencing counter, queue and waiter deadlines.
-local function lock_keys(hash)
-  return hash .. ':r', hash .. ':t', hash .. ':q', hash .. ':d'
+-- Returns the readers zset, fencing counter, queue and waiter deadlines.
+local function lock_keys(hold)
+  return hold .. ':r', hold .. ':t', hold .. ':q', hold .. ':d'
 end
 
 -- The server's clock, read once per script and only when needed (never the client's):
@@ -32,6 +32,15 @@ local function now()
   return math.floor(now_us() / 1000)
 end
 
+-- The token in a fencing counter's text: 0 for a missing counter (false), nil for one that
+-- holds something no token can follow.
+local function token_of(text)
+  if not text then return 0 end
+  local n = tonumber(text)
+  if not n or n ~= math.floor(n) or n >= 2 ^ 53 - 1 then return nil end
+  return n
+end
+
 -- The last token issued for a lock, from its counter (0 if none). Raises, before the
 -- caller's first write, when the counter holds something no token can follow.
 -- Read once per script (a script runs alone: nothing else writes the counter meanwhile);
@@ -40,12 +49,8 @@ local known_token = nil
 local function last_token(counter, text)
   if known_token then return known_token end
   if text == nil then text = redis.call('GET', counter) end
-  if not text then
-    known_token = 0
-    return 0
-  end
-  local n = tonumber(text)
-  if not n or n ~= math.floor(n) or n >= 2 ^ 53 - 1 then
+  local n = token_of(text)
+  if not n then
     error({err = 'ERR dlock: the fencing counter ' .. counter .. ' holds "' .. string.sub(text, 1, 40) ..
                  '", which is not a token: delete that key'})
   end
@@ -91,16 +96,10 @@ local function quiet_left(marker, mark, grace, run_id)
 end
 
 -- Drops readers whose own lease ran out. Returns the lock's mode afterwards (false = free).
-local function purge_readers(hash, readers, held)
+local function purge_readers(readers, held)
   if held ~= 'r' then return held end
-  local dead = redis.call('ZRANGEBYSCORE', readers, '-inf', now())
-  if #dead == 0 then return held end
-  for _, r in ipairs(dead) do redis.call('HDEL', hash, r) end
-  redis.call('ZREMRANGEBYSCORE', readers, '-inf', now())
-  if redis.call('HLEN', hash) <= 1 then
-    redis.call('DEL', hash, readers)
-    return false
-  end
+  if redis.call('ZREMRANGEBYSCORE', readers, '-inf', now()) == 0 then return held end
+  if redis.call('EXISTS', readers) == 0 then return false end
   return held
 end
 
@@ -114,8 +113,8 @@ local function purge_waiters(queue, deadlines)
 end
 
 -- A waiter's grant list (the hash tag keeps it in the lock's slot).
-local function grant_list(hash, waiter)
-  return hash .. ':g:' .. waiter
+local function grant_list(hold, waiter)
+  return hold .. ':g:' .. waiter
 end
 
 local function member_of(mode, lease, waiter, owner)
@@ -130,23 +129,24 @@ local function parse_member(member)
   return m, tonumber(lease), string.sub(rest, 1, len), string.sub(rest, len + 1)
 end
 
--- Takes `owner`'s hold of the lock in mode m ('x' or 's') for `lease` ms.
--- REQUIRES: it fits (free for 'x'; not 'w' for 's').
-local function take(hash, readers, held, m, owner, lease)
+-- Sets reader `owner`'s expiry to now + `lease` ms. The zset lives as long as its
+-- longest-living reader.
+local function hold_reader(readers, owner, lease)
+  redis.call('ZADD', readers, now() + lease, owner)
+  if redis.call('PTTL', readers) < lease then redis.call('PEXPIRE', readers, lease) end
+end
+
+-- Takes `owner`'s hold of the lock in mode m ('x' or 's') for `lease` ms: a writer's hold is
+-- the string KEYS[1] holding its owner key (one SET overwrites a hold handed on), a reader's
+-- its expiry in the readers zset. One hold per owner: the core counts re-entries itself.
+-- REQUIRES: it fits (no reader for 'x', no other writer for either; a hold of the writer
+-- that hands the lock over may remain for 'x': it is overwritten).
+local function take(hold, readers, m, owner, lease)
   if m == 'x' then
-    -- One hold per owner: the core counts re-entries itself.
-    redis.call('HSET', hash, 'mode', 'w', owner, '1')
-    redis.call('PEXPIRE', hash, string.format('%d', lease))
+    redis.call('SET', hold, owner, 'PX', string.format('%d', lease))
     return 'w'
   end
-  if not held then redis.call('HSET', hash, 'mode', 'r') end
-  redis.call('HINCRBY', hash, owner, 1)
-  redis.call('ZADD', readers, now() + lease, owner)
-  -- The hash lives as long as its longest-living reader.
-  if redis.call('PTTL', hash) < lease then
-    redis.call('PEXPIRE', hash, lease)
-    redis.call('PEXPIRE', readers, lease)
-  end
+  hold_reader(readers, owner, lease)
   return 'r'
 end
 
@@ -154,29 +154,35 @@ end
 -- lock is free, readers while it is free or shared. Each grantee is told through its own
 -- grant list (RPUSH of the fencing token), and holds the lock for a pick-up lease of
 -- heartbeat/2 only (at most its own lease): its pick-up (lua/pickup.lua behind its BLPOP, or
--- its next attempt) gives it its full lease counted from then, and a grantee that died meanwhile blocks the lock no longer than
--- that. `head`, if given, is the queue's head as the caller just read it. Returns the lock's
--- mode afterwards.
+-- its next attempt) gives it its full lease counted from then, and a grantee that died
+-- meanwhile blocks the lock no longer than that. `popped`, if given, is the queue's head,
+-- which the caller took off the queue itself (ZPOPMIN: one call for the read and the
+-- removal); it needs a free lock. Returns the lock's mode afterwards.
 -- REQUIRES: no pause after data loss (quiet_left() == 0): every hand-over is a grant.
-local function grant_queued(hash, readers, counter, queue, deadlines, held, heartbeat, head)
+local function grant_queued(hold, readers, counter, queue, deadlines, held, heartbeat, popped)
   local pickup = math.max(math.floor(heartbeat / 2), 1)
   while held ~= 'w' do
-    head = head or redis.call('ZRANGE', queue, 0, 0)[1]
-    if not head then return held end
-    local m, lease, waiter, owner = parse_member(head)
-    if m == 'x' and held then return held end  -- a writer waits for the readers to leave
-    redis.call('ZREM', queue, head)
+    local head = popped
+    if head then
+      popped = nil
+    else
+      head = redis.call('ZRANGE', queue, 0, 0)[1]
+      if not head then return held end
+      local m = parse_member(head)
+      if m == 'x' and held then return held end  -- a writer waits for the readers to leave
+      redis.call('ZREM', queue, head)
+    end
     redis.call('ZREM', deadlines, head)
+    local m, lease, waiter, owner = parse_member(head)
     if m then
       local token = next_token(counter, lease)
-      held = take(hash, readers, held, m, owner, math.min(lease, pickup))
+      held = take(hold, readers, m, owner, math.min(lease, pickup))
       -- The grantee blocks in BLPOP on its own list: only it wakes. The list outlives a
       -- grantee that died by little (its grant lapses after the pick-up lease anyway).
-      local grants = grant_list(hash, waiter)
+      local grants = grant_list(hold, waiter)
       redis.call('RPUSH', grants, string.format('%d', token))
       redis.call('PEXPIRE', grants, heartbeat * 2)
     end
-    head = nil
   end
   return held
 end

@@ -2,7 +2,7 @@
 -- waiters at the front of the queue. Key layout: backends/redis/README.md. Helpers:
 -- queue.lua (prepended).
 --
--- KEYS[1] holders hash; the lock's other keys are named after it (lock_keys in queue.lua)
+-- KEYS[1] the writer's hold; the lock's other keys are named after it (lock_keys in queue.lua)
 -- KEYS[2] data-loss marker (read only by a release that would hand over)
 -- ARGV[1] owner key   ARGV[2] release request id (its latch is KEYS[1]:u:<id>)
 -- ARGV[3] latch ttl ms   ARGV[4] heartbeat ms
@@ -10,78 +10,76 @@
 --
 -- Returns 1 if this request gave the hold back (also on a repeat of a request that did),
 -- 0 if the owner held nothing (nothing is touched then).
-local hash = KEYS[1]
-local readers, counter, queue, deadlines = lock_keys(hash)
-local owner, latch, latch_ttl = ARGV[1], hash .. ':u:' .. ARGV[2], ARGV[3]
+local hold = KEYS[1]
+local readers, counter, queue, deadlines = lock_keys(hold)
+local owner, latch, latch_ttl = ARGV[1], hold .. ':u:' .. ARGV[2], ARGV[3]
+local heartbeat = tonumber(ARGV[4])
 
-local state = redis.call('HMGET', hash, 'mode', owner)
-local mode, count = state[1], state[2]
-if not count then
+-- The hold, the data-loss marker and the fencing counter in one read: a writer's release
+-- that hands over needs all three.
+local read = redis.call('MGET', hold, KEYS[2], counter)
+
+if read[1] == owner then
+  -- The writer. Read and check everything before the first write, and write a delete first
+  -- (see queue.lua): the queue's head comes off the queue in the call that reads it. A
+  -- counter that holds no token stops a hand-over before any write (not a release nobody
+  -- waits behind: the look at the queue costs a call only then).
+  local popped = {}
+  if token_of(read[3]) then
+    last_token(counter, read[3])
+    popped = redis.call('ZPOPMIN', queue)
+  elseif redis.call('ZRANGE', queue, 0, 0)[1] then
+    last_token(counter, read[3])  -- raises
+  end
+  -- A hand-over is a grant: it waits out the pause after data loss like any other (README:
+  -- "Data loss"); the waiters' refreshes take the lock once the pause is over.
+  local grant = popped[1] and quiet_left(KEYS[2], read[2], ARGV[5], ARGV[6]) == 0
+  if popped[1] and not grant then redis.call('ZADD', queue, popped[2], popped[1]) end  -- its place
+  -- A writer next overwrites the hold; anyone else needs it gone.
+  if not (grant and string.sub(popped[1], 1, 1) == 'x') then redis.call('DEL', hold) end
+  redis.call('SET', latch, '1', 'PX', latch_ttl)
+  -- The waiters at the front of the queue get the lock, told by name. Dead waiters are not
+  -- looked for here (the waiters' refreshes drop them): a grant to one that died lapses
+  -- after its pick-up lease.
+  if grant then grant_queued(hold, readers, counter, queue, deadlines, false, heartbeat, popped[1]) end
+  return 1
+end
+
+-- A reader, perhaps: a writer's hold is never there beside readers.
+local expiry = not read[1] and redis.call('ZSCORE', readers, owner)
+if not expiry then
   -- Not held by this owner. Perhaps this very request already released it and its reply
   -- was lost: the latch answers for it, so a retry neither counts twice nor says "not held"
   -- wrongly. (The core never lets the owner take the name again while a release of it is
-  -- unanswered, so a present field is never a newer grant of the same owner.)
+  -- unanswered, so a present hold is never a newer grant of the same owner.)
   local done = redis.call('GET', latch)
   if done then return tonumber(done) end
   return 0
 end
-
-count = tonumber(count)
-if mode == 'r' then
+if tonumber(expiry) <= now() then
   -- A reader whose own lease ran out no longer holds the lock.
-  local expiry = redis.call('ZSCORE', readers, owner)
-  if not expiry or tonumber(expiry) <= now() then
-    redis.call('HDEL', hash, owner)
-    redis.call('ZREM', readers, owner)
-    if redis.call('HLEN', hash) <= 1 then redis.call('DEL', hash, readers) end
-    return 0
-  end
-end
-
--- Read and check everything before the first write, and write the deletes first (see
--- queue.lua): this owner's last hold of the lock frees it for the queue.
-local last_reader = mode == 'r' and redis.call('HLEN', hash) <= 2  -- "mode" + this owner
-local frees = count <= 1 and (mode ~= 'r' or last_reader)
--- The queue's head, read once (it also says whether anyone waits).
-local head = frees and redis.call('ZRANGE', queue, 0, 0)[1] or nil
-local hand_over = head ~= nil
--- A hand-over is a grant: it waits out the pause after data loss like any other (README:
--- "Data loss"); the marker is read with the counter, so it costs no command more.
-local mark = nil
-if hand_over then
-  local read = redis.call('MGET', KEYS[2], counter)
-  last_token(counter, read[2])
-  mark = read[1]
-end
-
-if count > 1 then
-  -- (Unused by the core, which counts re-entries itself: a shared hold taken twice.)
-  redis.call('HINCRBY', hash, owner, -1)
-  redis.call('SET', latch, '1', 'PX', latch_ttl)
-  return 1
-end
-
-if mode == 'r' and not last_reader then
-  redis.call('HDEL', hash, owner)
   redis.call('ZREM', readers, owner)
-  redis.call('SET', latch, '1', 'PX', latch_ttl)
-  -- Other readers remain: the hash now lives as long as the longest of them.
+  return 0
+end
+
+-- Read and check everything before the first write. The last live reader frees the lock
+-- for the queue; the queue's head, read once, says whether anyone waits.
+local frees = redis.call('ZCOUNT', readers, '(' .. now(), '+inf') <= 1
+local head = frees and redis.call('ZRANGE', queue, 0, 0)[1]
+if head then last_token(counter, read[3]) end
+
+if frees then
+  redis.call('DEL', readers)  -- lapsed readers go with it
+else
+  redis.call('ZREM', readers, owner)
+  -- Other readers remain: the zset now lives as long as the longest of them.
   local last = redis.call('ZRANGE', readers, -1, -1, 'WITHSCORES')
   local left = last[2] and (tonumber(last[2]) - now()) or 0
-  if left > 0 then
-    redis.call('PEXPIRE', hash, left)
-    redis.call('PEXPIRE', readers, left)
-  end
-  return 1
+  if left > 0 then redis.call('PEXPIRE', readers, left) end
 end
-redis.call('DEL', hash, readers)
 redis.call('SET', latch, '1', 'PX', latch_ttl)
-
--- The lock is free: the waiters at the front of the queue get it, told by name. Dead
--- waiters are not looked for here (the waiters' refreshes drop them): a grant to one that
--- died lapses after its pick-up lease. During the pause nobody is told: the waiters'
--- refreshes take the lock once it is over.
-if hand_over and quiet_left(KEYS[2], mark, ARGV[5], ARGV[6]) == 0 then
-  grant_queued(hash, readers, counter, queue, deadlines, false, tonumber(ARGV[4]), head)
+if head and quiet_left(KEYS[2], read[2], ARGV[5], ARGV[6]) == 0 then
+  redis.call('ZREM', queue, head)
+  grant_queued(hold, readers, counter, queue, deadlines, false, heartbeat, head)
 end
 return 1

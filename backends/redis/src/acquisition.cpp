@@ -83,7 +83,7 @@ std::exception_ptr RedisAcquisition::start_wait(bool with_attempt) noexcept {
     // the server that did not answer it.)
     tried_ = true;
     if (with_attempt) queued_ = silent_pending_ = true;
-    wait_ = std::make_unique<GrantWait>(std::move(conn), *backend_.scripts_, k.hash, k.grants(req_.waiter_id),
+    wait_ = std::make_unique<GrantWait>(std::move(conn), *backend_.scripts_, k.hold, k.grants(req_.waiter_id),
                                         req_.owner_key, req_.lease, o.fair_heartbeat, attempt);
     return nullptr;
   } catch (...) {

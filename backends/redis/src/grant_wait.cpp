@@ -28,13 +28,13 @@ std::string seconds_text(std::chrono::milliseconds d) {
 
 }  // namespace
 
-GrantWait::GrantWait(std::unique_ptr<Connection> conn, const Scripts& scripts, std::string hash,
+GrantWait::GrantWait(std::unique_ptr<Connection> conn, const Scripts& scripts, std::string hold,
                      std::string grants, std::string_view owner,
                      std::chrono::milliseconds lease, std::chrono::milliseconds heartbeat,
                      const std::function<void(Connection&)>& before)
     : conn_(std::move(conn)),
       scripts_(scripts),
-      hash_(std::move(hash)),
+      hold_(std::move(hold)),
       grants_(std::move(grants)),
       owner_(owner),
       lease_(std::to_string(lease.count())),
@@ -47,7 +47,7 @@ int GrantWait::fd() const noexcept { return conn_ ? conn_->raw()->fd : -1; }
 
 void GrantWait::send() {
   const std::string_view blpop[] = {"BLPOP", grants_, blpop_timeout_};
-  const std::string_view keys[] = {hash_};
+  const std::string_view keys[] = {hold_};
   const std::string_view args[] = {owner_, lease_};
   conn_->append(blpop);
   scripts_.append(*conn_, Script::pickup, keys, args);

@@ -33,11 +33,11 @@ class GrantWait {
   };
 
   // Sends BLPOP on `grants` (timeout: `heartbeat`) and the pick-up of `owner`'s hold of the
-  // lock (holders hash `hash`) for `lease` on `conn`, which must be idle. `before`, if set,
+  // lock (writer's hold `hold`) for `lease` on `conn`, which must be idle. `before`, if set,
   // queues commands that go first, in the same write, and are answered with no reply (the
   // silent first attempt: RedisBackend::append_silent_acquire).
   // Throws Error(unavailable) if sending fails.
-  GrantWait(std::unique_ptr<Connection> conn, const Scripts& scripts, std::string hash, std::string grants,
+  GrantWait(std::unique_ptr<Connection> conn, const Scripts& scripts, std::string hold, std::string grants,
             std::string_view owner, std::chrono::milliseconds lease, std::chrono::milliseconds heartbeat,
             const std::function<void(Connection&)>& before = {});
   // Closing the connection mid-BLPOP ends the BLPOP on the server. Never throws.
@@ -65,7 +65,7 @@ class GrantWait {
 
   std::unique_ptr<Connection> conn_;
   const Scripts& scripts_;
-  const std::string hash_, grants_, owner_, lease_, blpop_timeout_;
+  const std::string hold_, grants_, owner_, lease_, blpop_timeout_;
   Clock::time_point sent_{};
   int replies_ = 0;                      // of the two in flight
   std::optional<std::uint64_t> popped_;  // the BLPOP's token

@@ -26,21 +26,21 @@ std::string lock_key(std::string_view prefix, std::string_view name) {
   return key;
 }
 
-LockKeys::LockKeys(std::string_view prefix, std::string_view name) : hash(lock_key(prefix, name)) {
-  readers = hash + ":r";
-  counter = hash + ":t";
-  queue = hash + ":q";
-  deadlines = hash + ":d";
+LockKeys::LockKeys(std::string_view prefix, std::string_view name) : hold(lock_key(prefix, name)) {
+  readers = hold + ":r";
+  counter = hold + ":t";
+  queue = hold + ":q";
+  deadlines = hold + ":d";
 }
 
 std::string LockKeys::latch(std::string_view request_id) const {
-  std::string key = hash;
+  std::string key = hold;
   key.append(":u:").append(request_id);
   return key;
 }
 
 std::string LockKeys::grants(std::string_view waiter_id) const {
-  std::string key = hash;
+  std::string key = hold;
   key.append(":g:").append(waiter_id);
   return key;
 }

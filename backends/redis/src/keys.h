@@ -12,14 +12,14 @@ namespace dlock::redis {
 // never contains '{', '}', ':' or whitespace, and distinct names give distinct results.
 std::string encode_name(std::string_view name);
 
-// <prefix>{<enc>}: a lock's holders hash, the one key its requests send.
+// <prefix>{<enc>}: a lock's writer's hold, the one key its requests send.
 std::string lock_key(std::string_view prefix, std::string_view name);
 
-// Every key of one lock. Requests send only `hash`: the scripts name the others after it
+// Every key of one lock. Requests send only `hold`: the scripts name the others after it
 // (lock_keys in lua/queue.lua), with the same suffixes as here.
 struct LockKeys {
-  std::string hash;       // <prefix>{<enc>}       holders: mode + owner key -> hold count
-  std::string readers;    // <prefix>{<enc>}:r     zset owner key -> reader expiry (server ms)
+  std::string hold;       // <prefix>{<enc>}       string: the writer's owner key (PTTL: its lease)
+  std::string readers;    // <prefix>{<enc>}:r     zset reader's owner key -> its expiry (server ms)
   std::string counter;    // <prefix>{<enc>}:t     fencing counter (expires 10 leases after a grant)
   std::string queue;      // <prefix>{<enc>}:q     waiters -> arrival (server µs; lua/queue.lua)
   std::string deadlines;  // <prefix>{<enc>}:d     waiters -> heartbeat deadline (server ms)

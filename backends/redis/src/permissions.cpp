@@ -13,7 +13,7 @@ void check_permissions(Connection& c, const Scripts& scripts, const RedisOptions
   const LockKeys k(options.prefix, "dlock-acl-check");
   const std::string latch = k.latch("check");
   const std::string marker = dataset_marker(options.prefix);
-  const std::string_view args[] = {k.hash,      k.readers, k.counter, k.queue,
+  const std::string_view args[] = {k.hold,      k.readers, k.counter, k.queue,
                                    k.deadlines, latch,     marker,    scripts.sha(Script::acquire)};
   Reply r = scripts.run(c, Script::permissions, {}, args);
   if (r->type != REDIS_REPLY_ARRAY) c.fail("permission check", r.get());

@@ -144,10 +144,10 @@ std::shared_ptr<spi::HeldLock> RedisBackend::make_held(const spi::AttemptRequest
 
 long long RedisBackend::run_acquire(const spi::AttemptRequest& req, bool may_hold,
                                     Clock::time_point& sent, bool& lost) {
-  const std::string hash = lock_key(options_.prefix, req.name);
+  const std::string hold = lock_key(options_.prefix, req.name);
   const std::string lease = ms_text(req.lease);
   const std::string heartbeat = ms_text(options_.fair_heartbeat);
-  const std::string_view keys[] = {hash, marker_};
+  const std::string_view keys[] = {hold, marker_};
   // The script looks for this owner's hold only where it can exist: a registered waiter may
   // have been handed the lock; a retry may follow a grant whose reply was lost.
   std::string_view args[] = {req.owner_key, req.mode == LockMode::shared ? "s" : "x", lease,
@@ -176,7 +176,7 @@ void RedisBackend::append_silent_acquire(Connection& c, const spi::AttemptReques
                                          const LockKeys& k) const {
   const std::string lease = ms_text(req.lease);
   const std::string heartbeat = ms_text(options_.fair_heartbeat);
-  const std::string_view keys[] = {k.hash, marker_};
+  const std::string_view keys[] = {k.hold, marker_};
   const std::string_view args[] = {req.owner_key, req.mode == LockMode::shared ? "s" : "x", lease,
                                    req.waiter_id, "1", heartbeat, "0", grace_text_, c.run_id, "1"};
   const std::string_view skip[] = {"CLIENT", "REPLY", "SKIP"};
@@ -274,11 +274,11 @@ void RedisBackend::barrier_abandon(const Undo& u) {
 Reply RedisBackend::run_abandon(Connection& conn, std::string_view name, std::string_view waiter_id,
                                 std::string_view owner_key, LockMode mode, milliseconds lease,
                                 bool silent_pending) {
-  const std::string hash = lock_key(options_.prefix, name);
+  const std::string hold = lock_key(options_.prefix, name);
   const std::string lease_text = ms_text(lease);
   const std::string heartbeat = ms_text(options_.fair_heartbeat);
   const std::string mark_ttl = silent_pending ? latch_ttl() : "0";
-  const std::string_view keys[] = {hash, marker_};
+  const std::string_view keys[] = {hold, marker_};
   const std::string_view args[] = {waiter_id,  owner_key,  mode == LockMode::shared ? "s" : "x",
                                    lease_text, heartbeat,  grace_text_,
                                    conn.run_id, mark_ttl};
@@ -358,11 +358,11 @@ bool RedisBackend::release(spi::HeldLock& lock) {
 
 Reply RedisBackend::run_release(Connection& conn, std::string_view name, std::string_view owner_key,
                                 std::string_view release_id) {
-  const std::string hash = lock_key(options_.prefix, name);
+  const std::string hold = lock_key(options_.prefix, name);
   const std::string latch = latch_ttl();
   const std::string heartbeat = ms_text(options_.fair_heartbeat);
-  const std::string_view keys[] = {hash, marker_};
-  // The script names this request's latch after the hash (LockKeys::latch). run_id: of the
+  const std::string_view keys[] = {hold, marker_};
+  // The script names this request's latch after the hold (LockKeys::latch). run_id: of the
   // server this connection reached (a hand-over's data-loss guard).
   const std::string_view args[] = {owner_key,   release_id, latch,
                                    heartbeat, grace_text_, conn.run_id};

@@ -76,11 +76,11 @@ TEST_F(RedisBackendTest, KeyLayoutOnTheServer) {
   auto held = try_get({name, "c1:alice"});
   ASSERT_TRUE(held);
   const auto k = keys(name);
-  EXPECT_EQ(k.hash, prefix_ + "{inv%7Bx%7D%3A1%20%25}");
-  EXPECT_EQ(raw_->string({"HGET", k.hash, "mode"}), "w");
-  EXPECT_EQ(raw_->string({"HGET", k.hash, "c1:alice"}), "1");  // field = owner key, value = holds
+  EXPECT_EQ(k.hold, prefix_ + "{inv%7Bx%7D%3A1%20%25}");
+  EXPECT_EQ(raw_->string({"TYPE", k.hold}), "string");
+  EXPECT_EQ(raw_->string({"GET", k.hold}), "c1:alice");  // the writer's owner key  // field = owner key, value = holds
   EXPECT_EQ(raw_->string({"GET", k.counter}), std::to_string(held->fencing_token()));
-  const long long pttl = raw_->integer({"PTTL", k.hash});
+  const long long pttl = raw_->integer({"PTTL", k.hold});
   EXPECT_GT(pttl, 9000);
   EXPECT_LE(pttl, 10000);
   // The fencing counter outlives the hold by ten leases (the clock floor makes a lost one harmless).
@@ -88,7 +88,7 @@ TEST_F(RedisBackendTest, KeyLayoutOnTheServer) {
   EXPECT_GT(counter_ttl, 90000);
   EXPECT_LE(counter_ttl, 100000);
   EXPECT_TRUE(backend_->release(*held));
-  EXPECT_EQ(raw_->integer({"EXISTS", k.hash}), 0);
+  EXPECT_EQ(raw_->integer({"EXISTS", k.hold}), 0);
 }
 
 TEST_F(RedisBackendTest, NamesCannotReachAnotherLocksKeys) {
@@ -100,7 +100,7 @@ TEST_F(RedisBackendTest, NamesCannotReachAnotherLocksKeys) {
     ASSERT_TRUE(h) << "name " << other << " collided with a";
     EXPECT_TRUE(backend_->release(*h));
   }
-  EXPECT_EQ(raw_->string({"HGET", keys("a").hash, "c1:o"}), "1");
+  EXPECT_TRUE(raw_->holds(keys("a").hold, "c1:o"));
   // Arbitrary bytes up to the documented maximum.
   std::string big(1024, '\xff');
   big[3] = '{';
@@ -129,7 +129,7 @@ TEST_F(RedisBackendTest, ReleaseIsOwnerChecked) {
   ASSERT_TRUE(a);
   RedisHeldLock forged("r", LockMode::exclusive, "c1:b", a->fencing_token(), a->expires_at());
   EXPECT_FALSE(backend_->release(forged));
-  EXPECT_EQ(raw_->string({"HGET", keys("r").hash, "c1:a"}), "1");
+  EXPECT_TRUE(raw_->holds(keys("r").hold, "c1:a"));
   EXPECT_TRUE(backend_->release(*a));
   EXPECT_FALSE(backend_->release(forged));
 }
@@ -146,7 +146,7 @@ TEST_F(RedisBackendTest, StaleHolderCannotReleaseOrExtend) {
   backend_->extend_many(locks, 10s, out);
   EXPECT_EQ(out[0], spi::RenewStatus::not_held);
   EXPECT_FALSE(backend_->release(*stale));
-  EXPECT_EQ(raw_->string({"HGET", keys("s").hash, "c1:b"}), "1");
+  EXPECT_TRUE(raw_->holds(keys("s").hold, "c1:b"));
   EXPECT_TRUE(backend_->release(*fresh));
 }
 
@@ -175,7 +175,7 @@ TEST_F(RedisBackendTest, RetriedReleaseNeitherCountsTwiceNorLies) {
   // A retry of a's release (same request id, as after a lost reply) answers what the first
   // one did and leaves b alone.
   EXPECT_TRUE(backend_->release(*a));
-  EXPECT_EQ(raw_->string({"HGET", keys("rr").hash, "c1:b"}), "1");
+  EXPECT_TRUE(raw_->holds(keys("rr").hold, "c1:b"));
   const auto k = keys("rr");
   EXPECT_EQ(raw_->string({"GET", k.latch(static_cast<RedisHeldLock&>(*a).release_id())}), "1");
   EXPECT_GT(raw_->integer({"PTTL", k.latch(static_cast<RedisHeldLock&>(*a).release_id())}), 0);
@@ -193,14 +193,14 @@ TEST_F(RedisBackendTest, RetriedAcquireRecognisesItsOwnGrant) {
   if (!again) again = try_get({"ra", "c1:a", LockMode::exclusive, 10s, false, true, "ra-a"});
   ASSERT_TRUE(again);
   EXPECT_GT(again->fencing_token(), first->fencing_token());  // a new hold: a new token
-  EXPECT_EQ(raw_->string({"HGET", keys("ra").hash, "c1:a"}), "1");
-  EXPECT_GT(raw_->integer({"PTTL", keys("ra").hash}), 5000);
+  EXPECT_TRUE(raw_->holds(keys("ra").hold, "c1:a"));
+  EXPECT_GT(raw_->integer({"PTTL", keys("ra").hold}), 5000);
   EXPECT_TRUE(backend_->release(*again));
-  EXPECT_EQ(raw_->integer({"EXISTS", keys("ra").hash}), 0);
+  EXPECT_EQ(raw_->integer({"EXISTS", keys("ra").hold}), 0);
   // Another owner is still refused, of course.
   auto r = wait_get({"ra", "c1:r", LockMode::shared, 10s, false, true, "ra-r"});
   ASSERT_TRUE(r);
-  EXPECT_EQ(raw_->string({"HGET", keys("ra").hash, "c1:r"}), "1");
+  EXPECT_TRUE(raw_->holds(keys("ra").hold, "c1:r"));
   EXPECT_FALSE(try_get({"ra", "c1:w"}));
 }
 
@@ -212,9 +212,9 @@ TEST_F(RedisBackendTest, BatchRenewalChecksEveryOwner) {
     ASSERT_TRUE(held.back());
   }
   // One lock deleted, one taken over by someone else behind our back.
-  raw_->cmd({"DEL", keys("batch7").hash});
-  raw_->cmd({"DEL", keys("batch8").hash});
-  raw_->cmd({"HSET", keys("batch8").hash, "mode", "w", "c9:thief", "1"});
+  raw_->cmd({"DEL", keys("batch7").hold});
+  raw_->cmd({"DEL", keys("batch8").hold});
+  raw_->cmd({"SET", keys("batch8").hold, "c9:thief"});
   std::vector<spi::HeldLock*> ptrs;
   for (auto& h : held) ptrs.push_back(h.get());
   std::vector<spi::RenewStatus> out(kLocks, spi::RenewStatus::failed);
@@ -229,9 +229,9 @@ TEST_F(RedisBackendTest, BatchRenewalChecksEveryOwner) {
     EXPECT_GE(held[i]->expires_at(), before + 60s - 600ms - 2ms);  // less the drift allowance
     EXPECT_LT(held[i]->expires_at(), std::chrono::steady_clock::now() + 60s);
   }
-  EXPECT_GT(raw_->integer({"PTTL", keys("batch0").hash}), 50000);   // a reader
-  EXPECT_GT(raw_->integer({"PTTL", keys("batch1").hash}), 50000);   // a writer
-  EXPECT_EQ(raw_->integer({"PTTL", keys("batch8").hash}), -1);      // the thief's key untouched
+  EXPECT_GT(raw_->integer({"PTTL", keys("batch0").readers}), 50000);  // a reader
+  EXPECT_GT(raw_->integer({"PTTL", keys("batch1").hold}), 50000);   // a writer
+  EXPECT_EQ(raw_->integer({"PTTL", keys("batch8").hold}), -1);      // the thief's key untouched
 }
 
 TEST_F(RedisBackendTest, ReadersShareAndEachExpiresOnItsOwn) {
@@ -335,7 +335,7 @@ TEST_F(RedisBackendTest, DeadWaiterIsPurgedAfterItsHeartbeat) {
   }
   // Under a writer the dead entry may stay; the release drops it before handing over.
   EXPECT_TRUE(backend_->release(*h));
-  EXPECT_EQ(raw_->integer({"HEXISTS", keys("dead").hash, "c1:gone"}), 0) << "the lock went to the dead waiter";
+  EXPECT_FALSE(raw_->holds(keys("dead").hold, "c1:gone")) << "the lock went to the dead waiter";
   EXPECT_TRUE(try_get(live));
   EXPECT_EQ(raw_->integer({"EXISTS", keys("dead").queue}), 0);
 }
@@ -348,13 +348,13 @@ TEST_F(RedisBackendTest, AbandonGivesBackAGrantNotPickedUp) {
   EXPECT_FALSE(try_get(a));
   EXPECT_FALSE(try_get(b));
   EXPECT_TRUE(backend_->release(*h));  // hands the lock to a
-  EXPECT_EQ(raw_->string({"HGET", keys("ag").hash, "c1:a"}), "1");
+  EXPECT_TRUE(raw_->holds(keys("ag").hold, "c1:a"));
   give_up(a);  // a timed out right then: the lock moves on to b
-  EXPECT_EQ(raw_->integer({"HEXISTS", keys("ag").hash, "c1:a"}), 0);
+  EXPECT_FALSE(raw_->holds(keys("ag").hold, "c1:a"));
   auto g = try_get(b);
   ASSERT_TRUE(g);
   EXPECT_TRUE(backend_->release(*g));
-  EXPECT_EQ(raw_->integer({"EXISTS", keys("ag").hash}), 0);
+  EXPECT_EQ(raw_->integer({"EXISTS", keys("ag").hold}), 0);
 }
 
 TEST_F(RedisBackendTest, AbandonRemovesTheQueueEntryAtOnce) {
@@ -407,7 +407,7 @@ TEST_F(RedisBackendTest, ReleaseHandsTheLockToTheWaiterThroughItsGrantList) {
   auto g = waiter.try_get();  // picks up the grant the release made
   ASSERT_TRUE(g);
   EXPECT_EQ(raw_->string({"GET", keys("pw").counter}), std::to_string(g->fencing_token()));
-  EXPECT_EQ(raw_->string({"HGET", keys("pw").hash, "c1:w"}), "1");
+  EXPECT_TRUE(raw_->holds(keys("pw").hold, "c1:w"));
   EXPECT_TRUE(backend_->release(*g));
 }
 
@@ -488,8 +488,8 @@ TEST_F(RedisBackendTest, AWaiterOnAContendedNameQueuesAndBlocksInOneWrite) {
   ASSERT_TRUE(b.woken(2s)) << "no grant after the release";
   auto g = b.try_get();
   ASSERT_TRUE(g);
-  EXPECT_EQ(raw_->string({"HGET", keys("qw").hash, "c1:b"}), "1");
-  EXPECT_GT(raw_->integer({"PTTL", keys("qw").hash}), 9000) << "the pick-up did not give the full lease";
+  EXPECT_TRUE(raw_->holds(keys("qw").hold, "c1:b"));
+  EXPECT_GT(raw_->integer({"PTTL", keys("qw").hold}), 9000) << "the pick-up did not give the full lease";
   EXPECT_TRUE(backend_->release(*g));
 }
 
@@ -523,13 +523,13 @@ TEST_F(RedisBackendTest, ASilentGrantNobodyPicksUpLapsesWithinThePickUpLease) {
   const auto k = keys("sg");
   const std::string marker = dataset_marker(prefix_);
   const std::string grants = k.grants("sg-gone");
-  Reply r = raw_->cmd({"EVAL", lua::acquire, "2", k.hash, marker, "c1:gone", "x", "10000", "sg-gone", "1", "400",
+  Reply r = raw_->cmd({"EVAL", lua::acquire, "2", k.hold, marker, "c1:gone", "x", "10000", "sg-gone", "1", "400",
                        "0", "10000", "", "1"});
   ASSERT_TRUE(r && r->type == REDIS_REPLY_INTEGER) << (r && r->str ? r->str : "no reply");
   EXPECT_GT(r->integer, 0) << "the free lock was not granted";
-  EXPECT_EQ(raw_->string({"HGET", k.hash, "c1:gone"}), "1");
+  EXPECT_TRUE(raw_->holds(k.hold, "c1:gone"));
   EXPECT_EQ(raw_->string({"LINDEX", grants, "0"}), std::to_string(r->integer)) << "the grant was not pushed";
-  const long long pttl = raw_->integer({"PTTL", k.hash});
+  const long long pttl = raw_->integer({"PTTL", k.hold});
   EXPECT_GT(pttl, 0);
   EXPECT_LE(pttl, 200) << "a grant nobody reads holds the lock for the full lease";
 }

@@ -54,7 +54,7 @@ class RedisHardeningTest : public ::testing::Test {
     ADD_FAILURE() << "opened " << uri;
     return {ErrorCode::internal, ""};
   }
-  static std::string lock_key(std::string_view name) { return LockKeys("dlock:", name).hash; }
+  static std::string lock_key(std::string_view name) { return LockKeys("dlock:", name).hold; }
   static std::string counter_key(std::string_view name) { return LockKeys("dlock:", name).counter; }
 
   std::unique_ptr<PrivateServer> server_;
@@ -144,7 +144,7 @@ TEST_F(RedisHardeningTest, AfterARestartFromAnOlderSnapshotNoReleaseOrAbandonHan
   ASSERT_TRUE(x);
   ASSERT_TRUE(server_->restart());  // A's hold is back, X's is gone, and the run_id is new
   raw_ = std::make_unique<Raw>(server_->uri());
-  ASSERT_EQ(raw_->integer({"HEXISTS", lock_key("dl"), "c:a"}), 1) << "the snapshot did not restore A's hold";
+  ASSERT_TRUE(raw_->holds(lock_key("dl"), "c:a")) << "the snapshot did not restore A's hold";
 
   auto waiters = backend("restart_grace=1500ms");
   const auto restarted = Clock::now();
@@ -154,9 +154,9 @@ TEST_F(RedisHardeningTest, AfterARestartFromAnOlderSnapshotNoReleaseOrAbandonHan
   EXPECT_FALSE(z.try_get());
 
   EXPECT_TRUE(b->release(*a));  // frees A's restored hold
-  EXPECT_EQ(raw_->integer({"HEXISTS", lock_key("dl"), "c:y"}), 0) << "the release handed the lock over during the pause";
+  EXPECT_FALSE(raw_->holds(lock_key("dl"), "c:y")) << "the release handed the lock over during the pause";
   y.reset();  // Y gives up
-  EXPECT_EQ(raw_->integer({"HEXISTS", lock_key("dl"), "c:z"}), 0) << "the abandon handed the lock over during the pause";
+  EXPECT_FALSE(raw_->holds(lock_key("dl"), "c:z")) << "the abandon handed the lock over during the pause";
   EXPECT_FALSE(z.try_get()) << "granted during the pause";
   EXPECT_EQ(raw_->integer({"EXISTS", lock_key("dl")}), 0) << "somebody holds the lock during the pause";
   // The waiter left takes the lock once the pause is over (its refreshes: nobody tells it).
@@ -224,7 +224,7 @@ TEST_F(RedisHardeningTest, ReleaseAndAbandonSucceedOutOfMemory) {
   EXPECT_FALSE(waiter->try_get());  // queued
   raw_->cmd({"CONFIG", "SET", "maxmemory", "1"});
   EXPECT_TRUE(b->release(*h)) << "release refused when out of memory";
-  EXPECT_EQ(raw_->integer({"HEXISTS", lock_key("oom"), "c:h"}), 0);
+  EXPECT_FALSE(raw_->holds(lock_key("oom"), "c:h"));
   // The release handed the lock to the waiter; it gives up without picking it up.
   waiter.reset();
   EXPECT_EQ(raw_->integer({"EXISTS", lock_key("oom")}), 0) << "the abandoned grant stayed";
@@ -269,8 +269,8 @@ TEST_F(RedisHardeningTest, AReleaseThatCannotHandOverChangesNothing) {
   EXPECT_FALSE(waiter.try_get());
   raw_->cmd({"SET", counter_key("bad2"), "garbage"});
   EXPECT_THROW(b->release(*h), Error);
-  EXPECT_EQ(raw_->string({"HGET", lock_key("bad2"), "c:h"}), "1") << "half a release";
-  EXPECT_EQ(raw_->integer({"HEXISTS", lock_key("bad2"), "c:w"}), 0) << "granted without a token";
+  EXPECT_TRUE(raw_->holds(lock_key("bad2"), "c:h")) << "half a release";
+  EXPECT_FALSE(raw_->holds(lock_key("bad2"), "c:w")) << "granted without a token";
   raw_->cmd({"DEL", counter_key("bad2")});
   EXPECT_TRUE(b->release(*h));
 }
@@ -428,9 +428,9 @@ void expect_a_wait_during_a_stall_to_overrun_one_timeout(const PrivateServer& st
                          << std::chrono::duration_cast<std::chrono::milliseconds>(took).count()
                          << " ms for a 100 ms wait with command_timeout=500ms";
   stall.over();
-  const auto left = gone_within(raw, keys.hash, 3s);
+  const auto left = gone_within(raw, keys.hold, 3s);
   EXPECT_TRUE(left) << "a hold nobody owns stayed after the stall, PTTL "
-                    << raw.integer({"PTTL", keys.hash}) << " ms";
+                    << raw.integer({"PTTL", keys.hold}) << " ms";
   if (left) {
     EXPECT_LT(*left, 1500ms);
   }

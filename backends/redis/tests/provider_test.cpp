@@ -124,8 +124,8 @@ TEST_F(RedisProviderTest, WatchdogRenewsTheDefaultLease) {
   ASSERT_TRUE(l);
   std::this_thread::sleep_for(1s);
   EXPECT_TRUE(l->held());
-  EXPECT_EQ(raw_->integer({"EXISTS", keys("wd").hash}), 1) << "the watchdog let the lease run out";
-  EXPECT_LE(raw_->integer({"PTTL", keys("wd").hash}), 300);
+  EXPECT_EQ(raw_->integer({"EXISTS", keys("wd").hold}), 1) << "the watchdog let the lease run out";
+  EXPECT_LE(raw_->integer({"PTTL", keys("wd").hold}), 300);
   EXPECT_FALSE(open()->try_lock("wd"));
   EXPECT_TRUE(l->release());
 }
@@ -136,7 +136,7 @@ TEST_F(RedisProviderTest, LostSignalFiresWhenTheKeyVanishes) {
   ASSERT_TRUE(l);
   std::atomic<bool> called{false};
   l->on_lost([&] { called = true; });
-  raw_->cmd({"DEL", keys("lost").hash});
+  raw_->cmd({"DEL", keys("lost").hold});
   const auto start = Clock::now();
   while (!l->lost_token().stop_requested() && Clock::now() - start < 2s) {
     std::this_thread::sleep_for(10ms);

@@ -57,6 +57,11 @@ std::optional<std::string> Raw::string(std::initializer_list<std::string_view> a
   return std::string(r->str, r->len);
 }
 
+bool Raw::holds(const std::string& hold, std::string_view owner) {
+  if (string({"GET", hold}) == owner) return true;
+  return string({"ZSCORE", hold + ":r", owner}).has_value();
+}
+
 void mark_dataset(Raw& raw, const std::string& prefix) { raw.cmd({"SET", prefix + "epoch", "0"}); }
 
 spi::AttemptRequest Req::get() const {

@@ -35,6 +35,9 @@ class Raw {
   Reply cmd(std::initializer_list<std::string_view> args);
   long long integer(std::initializer_list<std::string_view> args);
   std::optional<std::string> string(std::initializer_list<std::string_view> args);
+  // Whether `owner` holds the lock whose writer's hold is `hold` (README.md, "Key layout"):
+  // as its writer (the hold names it) or as one of its readers (in <hold>:r).
+  bool holds(const std::string& hold, std::string_view owner);
 
  private:
   RedisOptions options_;

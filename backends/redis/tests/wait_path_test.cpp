@@ -75,7 +75,7 @@ TEST_F(RedisWaitPathTest, ADeadHeadOfTheQueueHoldsTheLockNoLongerThanItsHeartbea
   Acquire live(*backend_, {"dh", "c1:live", LockMode::exclusive, 30s, true, true, "live"});
   EXPECT_FALSE(live.try_get());
   EXPECT_TRUE(backend_->release(*h));  // hands the lock to the dead head
-  const long long pttl = raw_->integer({"PTTL", keys("dh").hash});
+  const long long pttl = raw_->integer({"PTTL", keys("dh").hold});
   EXPECT_LE(pttl, 400) << "the dead waiter was handed a full lease";
   const auto start = Clock::now();
   HeldPtr g;
@@ -102,7 +102,7 @@ TEST_F(RedisWaitPathTest, AHandedOverLeaseIsFullFromThePickUp) {
   auto g = w.try_get();
   ASSERT_TRUE(g);
   EXPECT_GE(g->server_expiry(), before + 250ms) << "the lease was counted from the last poll";
-  EXPECT_GT(raw_->integer({"PTTL", keys("sl").hash}), 150);
+  EXPECT_GT(raw_->integer({"PTTL", keys("sl").hold}), 150);
 }
 
 // 4. Waiters that died while a writer holds the lock leave the queue within their
@@ -155,7 +155,7 @@ TEST_F(RedisWaitPathTest, ASilentAttemptThatArrivesAfterItsAbandonGrantsNothing)
   auto c = Connection::open(backend_->options());
   c->command(std::initializer_list<std::string_view>{"CLIENT", "SETNAME", "late-attempt"});
   Scripts scripts(*c);
-  GrantWait late(std::move(c), scripts, k.hash, k.grants(r.waiter), r.owner, r.lease, 400ms,
+  GrantWait late(std::move(c), scripts, k.hold, k.grants(r.waiter), r.owner, r.lease, 400ms,
                  [&](Connection& conn) { backend_->append_silent_acquire(conn, view, k); });
   // It has run once its BLPOP blocks (nothing granted) or it answers (granted).
   auto late_blpop_blocks = [&] {
@@ -173,8 +173,8 @@ TEST_F(RedisWaitPathTest, ASilentAttemptThatArrivesAfterItsAbandonGrantsNothing)
   }
   ASSERT_TRUE(granted || blocked) << "the late attempt never ran";
   EXPECT_FALSE(granted) << "the departed waiter was granted the lock, for "
-                        << raw_->integer({"PTTL", k.hash}) << " ms";
-  EXPECT_EQ(raw_->integer({"HEXISTS", k.hash, r.owner}), 0) << "a hold nobody owns";
+                        << raw_->integer({"PTTL", k.hold}) << " ms";
+  EXPECT_FALSE(raw_->holds(k.hold, r.owner)) << "a hold nobody owns";
   EXPECT_EQ(raw_->integer({"EXISTS", k.queue}), 0) << "a queue entry nobody refreshes";
   EXPECT_TRUE(Acquire(*backend_, Req{"late", "c1:next"}).try_get()) << "the lock is not free";
 }
