@@ -1,16 +1,32 @@
 # Generates a C++ source holding the bytes of each Lua script (cmake -P mode).
-# Inputs: OUT (the .cpp to write), SCRIPTS (;-separated .lua paths), PRELUDE (a .lua file
-# prepended to the scripts named in PRELUDED, a ;-separated list of stems).
+# Inputs: OUT (the .cpp to write), SCRIPTS (;-separated .lua paths), and for the scripts named
+# in PRELUDED (a ;-separated list of stems): HEAD (a .lua file put in front) and PRELUDE (a
+# .lua file put in place of a line "-- @prelude", or right after HEAD when there is none).
 # Each script becomes `extern const std::string_view dlock::redis::lua::<stem>`.
 cmake_minimum_required(VERSION 3.25)
 set(body "// Generated from backends/redis/lua/*.lua by embed_lua.cmake: do not edit.\n")
 string(APPEND body "#include <string_view>\n\nnamespace dlock::redis::lua {\n")
+file(READ ${HEAD} head_hex HEX)
 file(READ ${PRELUDE} prelude_hex HEX)
 foreach(script IN LISTS SCRIPTS)
   get_filename_component(stem ${script} NAME_WE)
   file(READ ${script} hex HEX)
   if(stem IN_LIST PRELUDED)
-    set(hex "${prelude_hex}0a${hex}")
+    # "\n-- @prelude\n" in hex: the helpers go there, after the code that needs none.
+    string(FIND "${hex}" "0a2d2d20407072656c7564650a" at)
+    if(at EQUAL -1)
+      set(hex "${prelude_hex}0a${hex}")
+    else()
+      math(EXPR odd "${at} % 2")
+      if(odd)
+        message(FATAL_ERROR "${script}: the prelude marker was found off a byte boundary")
+      endif()
+      string(SUBSTRING "${hex}" 0 ${at} before)
+      math(EXPR rest_at "${at} + 26")
+      string(SUBSTRING "${hex}" ${rest_at} -1 after)
+      set(hex "${before}0a${prelude_hex}0a${after}")
+    endif()
+    set(hex "${head_hex}0a${hex}")
   endif()
   # Bytes >= 0x80 do not fit a char: the compiler rejects them (ASCII scripts only).
   string(LENGTH "${hex}" hex_len)

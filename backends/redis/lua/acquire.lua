@@ -1,8 +1,9 @@
 -- One atomic attempt to take a lock (exclusive = writer, shared = reader).
--- Key layout and messages: backends/redis/README.md. Helpers: queue.lua (prepended).
+-- Key layout and messages: backends/redis/README.md. Helpers: basics.lua (in front) and
+-- queue.lua (at "-- @prelude").
 --
 -- KEYS[1] the writer's hold (a string: its owner key); the lock's other keys, readers included,
---   are named after it (lock_keys in queue.lua; queue members: see queue.lua)
+--   are named after it (lock_keys in basics.lua; queue members: see queue.lua)
 -- KEYS[2] data-loss marker
 -- ARGV[1] owner key   ARGV[2] x|s   ARGV[3] lease ms   ARGV[4] waiter id
 -- ARGV[5] 1 = the caller will wait if busy   ARGV[6] heartbeat ms
@@ -18,6 +19,38 @@ local readers, counter, queue, deadlines = lock_keys(hold)
 local owner, mode, lease = ARGV[1], ARGV[2], tonumber(ARGV[3])
 local waiter, will_wait = ARGV[4], ARGV[5] == '1'
 local heartbeat, silent = tonumber(ARGV[6]), ARGV[10] == '1'
+-- ARGV[7]: a waiter's later attempt (its refresh), or a retry after a lost reply.
+local refresh = ARGV[7] == '1'
+local me = member_of(mode, lease, waiter, owner)
+
+-- Queues the caller, or refreshes its place. NX: a waiter keeps its place; every attempt
+-- refreshes its deadline. The place is the server clock in microseconds: each script reads
+-- it anew and runs longer than that, so arrivals are ordered with no counter to keep (the
+-- clock never steps back: "Server clock").
+local function enqueue()
+  redis.call('ZADD', queue, 'NX', string.format('%d', now_us()), me)
+  redis.call('ZADD', deadlines, now() + heartbeat, me)
+  -- Every deadline is at most now + heartbeat: keeping the queue's keys alive longer than
+  -- that (renewed when less is left) means they never outlive their waiters.
+  if redis.call('PTTL', queue) < heartbeat then
+    redis.call('PEXPIRE', queue, heartbeat * 3)
+    redis.call('PEXPIRE', deadlines, heartbeat * 3)
+  end
+end
+
+-- What holds the lock: 'w' a writer, 'r' readers, false nobody. A caller that expects it
+-- held by a writer (the silent first attempt on a name found busy before) looks for that
+-- first: under a writer, that one read is all it needs before it queues. That is the
+-- hand-off path, so it runs before the rest of the helpers is made (lua/queue.lua, put in
+-- at "-- @prelude" below). It reads no gone mark: a queued caller that is gone is handed
+-- the lock for the pick-up lease at most.
+local looked = silent and not refresh
+local held = looked and redis.call('EXISTS', hold) == 1 and 'w'
+if held == 'w' then
+  enqueue()
+  return 0
+end
+-- @prelude
 
 -- Every grant returns through here. A caller that reads no reply gets its grant as the queue
 -- hands one over: through its grant list, with the pick-up lease only (its pick-up, right
@@ -31,15 +64,11 @@ local function granted(token)
     else
       redis.call('ZADD', readers, now() + pickup, owner)
     end
-    local grants = grant_list(hold, waiter)
-    redis.call('RPUSH', grants, string.format('%d', token))
-    redis.call('PEXPIRE', grants, heartbeat * 2)
+    tell(hold, waiter, token, heartbeat)
   end
   return token
 end
 
--- ARGV[7]: a waiter's later attempt (its refresh), or a retry after a lost reply.
-local refresh = ARGV[7] == '1'
 -- The data-loss guard, read once and only by the paths that may grant (or renew a hold the
 -- server may have restored from an old snapshot).
 -- The marker and the fencing counter are read together: every path that may grant needs both.
@@ -47,8 +76,7 @@ local refresh = ARGV[7] == '1'
 -- orders requests per connection only, so the attempt may run after the abandon its caller
 -- sent on another connection when it gave up, and the pick-up behind it would make a grant
 -- to a caller that is gone a full lease. Such an attempt grants nothing (as if paused: it
--- returns before any write). Under a writer it only queues, without reading the mark: a
--- queued caller that is gone is handed the lock for the pick-up lease at most.
+-- returns before any write).
 local quiet = nil
 local function quiet_ms()
   if not quiet then
@@ -78,19 +106,13 @@ if refresh and quiet_ms() > 0 then return -quiet_ms() end
 if refresh and mode == 'x' and redis.call('GET', hold) == owner then
   local token = next_token(counter, lease)
   redis.call('PEXPIRE', hold, lease)
-  local me = member_of(mode, lease, waiter, owner)
   redis.call('ZREM', queue, me)
   redis.call('ZREM', deadlines, me)
   redis.call('DEL', grant_list(hold, waiter))  -- picked up here, not through the list
   return granted(token)
 end
 
--- What holds the lock: 'w' a writer, 'r' readers, false nobody. A caller that expects it
--- held by a writer (the silent first attempt on a name found busy before) looks for that
--- first: under a writer, that one read is all it needs before it queues.
-local looked = silent and not refresh
-local held = looked and redis.call('EXISTS', hold) == 1 and 'w'
-if held ~= 'w' then
+do
   -- One call answers the common case: nobody holds the lock and nobody waits for it.
   local present = redis.call('EXISTS', hold, readers, queue)
   if present == 0 then
@@ -111,7 +133,6 @@ if held ~= 'w' then
   -- while live waiters keep the queue's keys alive).
   if held ~= 'w' or refresh then
     if quiet_ms() > 0 then return -quiet_ms() end
-    local me = member_of(mode, lease, waiter, owner)
     -- Checked before the first write below (purges and hand-overs issue tokens too).
     last_token(counter)
     held = purge_readers(readers, held)
@@ -161,20 +182,7 @@ if held ~= 'w' then
     end
   end
 end
-if will_wait then
-  -- NX: a waiter keeps its place; every attempt refreshes its deadline. The place is the
-  -- server clock in microseconds: each script reads it anew and runs longer than that, so
-  -- arrivals are ordered with no counter to keep (the clock never steps back: "Server clock").
-  local me = member_of(mode, lease, waiter, owner)
-  redis.call('ZADD', queue, 'NX', string.format('%d', now_us()), me)
-  redis.call('ZADD', deadlines, now() + heartbeat, me)
-  -- Every deadline is at most now + heartbeat: keeping the queue's keys alive longer than
-  -- that (renewed when less is left) means they never outlive their waiters.
-  if redis.call('PTTL', queue) < heartbeat then
-    redis.call('PEXPIRE', queue, heartbeat * 3)
-    redis.call('PEXPIRE', deadlines, heartbeat * 3)
-  end
-end
+if will_wait then enqueue() end
 -- The holder's remaining lease bounds the caller's sleep; +1 so that a lease in its last
 -- millisecond still reads as a hint (0 means none: the lock is free, waiting for the queue).
 -- A caller that reads no reply gets none.

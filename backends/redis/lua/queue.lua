@@ -1,6 +1,6 @@
--- Prelude shared by acquire, release and abandon (prepended to each at build time):
--- the server clock, fencing tokens, the data-loss guard, lapsed readers, and the waiter
--- queue that hands the lock over.
+-- Prelude shared by acquire, release and abandon (put in at build time, after lua/basics.lua:
+-- at a script's "-- @prelude" line, or in front): fencing tokens, the data-loss guard, lapsed
+-- readers, and the waiter queue that hands the lock over.
 --
 -- Every script reads and checks all it needs before its first write, and its first write in
 -- the paths that free a lock is a delete: a server out of memory (maxmemory, noeviction)
@@ -10,36 +10,6 @@
 -- (score: arrival, server clock in microseconds) and in the deadlines zset (score: heartbeat
 -- deadline, server ms) says what to grant it:
 -- "<x|s>|<lease ms>|<length of waiter id>|<waiter id><owner key>".
-
--- A lock's keys besides its writer's hold KEYS[1] (README.md, "Key layout"): named after it,
--- so a request sends one key instead of five (they share its hash tag, so its slot).
--- Returns the readers zset, fencing counter, queue and waiter deadlines.
-local function lock_keys(hold)
-  return hold .. ':r', hold .. ':t', hold .. ':q', hold .. ':d'
-end
-
--- The server's clock, read once per script and only when needed (never the client's):
--- now_us() in microseconds, now() in ms.
-local now_micros = nil
-local function now_us()
-  if not now_micros then
-    local t = redis.call('TIME')
-    now_micros = tonumber(t[1]) * 1000000 + tonumber(t[2])
-  end
-  return now_micros
-end
-local function now()
-  return math.floor(now_us() / 1000)
-end
-
--- The token in a fencing counter's text: 0 for a missing counter (false), nil for one that
--- holds something no token can follow.
-local function token_of(text)
-  if not text then return 0 end
-  local n = tonumber(text)
-  if not n or n ~= math.floor(n) or n >= 2 ^ 53 - 1 then return nil end
-  return n
-end
 
 -- The last token issued for a lock, from its counter (0 if none). Raises, before the
 -- caller's first write, when the counter holds something no token can follow.
@@ -58,18 +28,10 @@ local function last_token(counter, text)
   return n
 end
 
--- The next fencing token of a lock granted for `lease` ms: above the last one (the counter)
--- and at least the server clock in microseconds. The clock floor keeps tokens increasing
--- when the counter is lost (FLUSHALL, a restart without persistence, its expiry) or goes back
--- (a restart that restored an older snapshot, a failover to a lagging replica), as long as
--- the server clock never steps back (README: "Server clock"). So the counter may expire:
--- ten leases after the last grant.
+-- The next fencing token of a lock granted for `lease` ms (issue_token), written back.
 local function next_token(counter, lease)
-  local token = math.max(last_token(counter) + 1, now_us())
-  -- Numbers go out as '%d' text: a Lua number handed to redis.call is printed as %.17g.
-  redis.call('SET', counter, string.format('%d', token), 'PX', string.format('%d', math.max(lease, 1) * 10))
-  known_token = token
-  return token
+  known_token = issue_token(counter, last_token(counter), lease)
+  return known_token
 end
 
 -- Data-loss guard (README: "Data loss"). The marker holds "<quiet until, server ms>:<run_id>"
@@ -80,15 +42,12 @@ end
 -- (INFO denied to the user, or a marker written by hand as "0") is not compared. `mark` is
 -- the marker as the caller read it (false: missing).
 local function quiet_left(marker, mark, grace, run_id)
-  local quiet_until, seen = nil, ''
-  if mark then
-    local u, r = string.match(mark, '^(%d+):?(.*)$')
-    quiet_until, seen = tonumber(u), r or ''
-  end
-  if not quiet_until or (run_id ~= '' and seen ~= '' and seen ~= run_id) then
-    quiet_until = now() + tonumber(grace)
-    redis.call('SET', marker, string.format('%d', quiet_until) .. ':' .. run_id)
-  elseif seen == '' and run_id ~= '' then
+  local quiet_until = quiet_until_of(mark, run_id)
+  if not quiet_until then
+    -- Missing or written under another server run: pause. Written before the run's id was
+    -- known: keep its time, add the id.
+    local u, seen = string.match(mark or '', '^(%d+):?(.*)$')
+    quiet_until = (u and seen == '') and tonumber(u) or now() + tonumber(grace)
     redis.call('SET', marker, string.format('%d', quiet_until) .. ':' .. run_id)
   end
   if quiet_until <= now() then return 0 end
@@ -110,23 +69,6 @@ local function purge_waiters(queue, deadlines)
   for _, w in ipairs(dead) do redis.call('ZREM', queue, w) end
   redis.call('ZREMRANGEBYSCORE', deadlines, '-inf', now())
   return true
-end
-
--- A waiter's grant list (the hash tag keeps it in the lock's slot).
-local function grant_list(hold, waiter)
-  return hold .. ':g:' .. waiter
-end
-
-local function member_of(mode, lease, waiter, owner)
-  return mode .. '|' .. lease .. '|' .. #waiter .. '|' .. waiter .. owner
-end
-
--- mode, lease, waiter id, owner key of a queue member (nil for a malformed one).
-local function parse_member(member)
-  local m, lease, len, rest = string.match(member, '^([xs])|(%d+)|(%d+)|(.*)$')
-  if not m then return nil end
-  len = tonumber(len)
-  return m, tonumber(lease), string.sub(rest, 1, len), string.sub(rest, len + 1)
 end
 
 -- Sets reader `owner`'s expiry to now + `lease` ms. The zset lives as long as its
@@ -177,11 +119,7 @@ local function grant_queued(hold, readers, counter, queue, deadlines, held, hear
     if m then
       local token = next_token(counter, lease)
       held = take(hold, readers, m, owner, math.min(lease, pickup))
-      -- The grantee blocks in BLPOP on its own list: only it wakes. The list outlives a
-      -- grantee that died by little (its grant lapses after the pick-up lease anyway).
-      local grants = grant_list(hold, waiter)
-      redis.call('RPUSH', grants, string.format('%d', token))
-      redis.call('PEXPIRE', grants, heartbeat * 2)
+      tell(hold, waiter, token, heartbeat)
     end
   end
   return held

@@ -19,17 +19,44 @@ local heartbeat = tonumber(ARGV[4])
 -- that hands over needs all three.
 local read = redis.call('MGET', hold, KEYS[2], counter)
 
+-- The writer's release to nobody or to a writer, the hand-off path, runs before the rest of
+-- the helpers is made (lua/queue.lua, put in at "-- @prelude" below). It reads and checks all
+-- it needs before its first write, a delete: the queue's head comes off the queue in the
+-- call that reads it (see queue.lua). Any other case (a counter that holds no token, a
+-- reader at the head, a marker that needs writing: the pause after data loss may be on)
+-- goes on below, with the head it took.
+local last = read[1] == owner and token_of(read[3])
+local popped = last and redis.call('ZPOPMIN', queue)
+if popped and not popped[1] then
+  redis.call('DEL', hold)
+  redis.call('SET', latch, '1', 'PX', latch_ttl)
+  return 1
+end
+if popped then
+  local m, lease, waiter, next_owner = parse_member(popped[1])
+  local quiet_until = quiet_until_of(read[2], ARGV[6])
+  if m == 'x' and quiet_until and quiet_until <= now() then
+    -- As grant_queued in queue.lua does for a writer: the pick-up lease, told by name.
+    local token = issue_token(counter, last, lease)
+    local pickup = math.min(lease, math.max(math.floor(heartbeat / 2), 1))
+    redis.call('SET', hold, next_owner, 'PX', string.format('%d', pickup))
+    redis.call('ZREM', deadlines, popped[1])
+    redis.call('SET', latch, '1', 'PX', latch_ttl)
+    tell(hold, waiter, token, heartbeat)
+    return 1
+  end
+end
+-- @prelude
+
 if read[1] == owner then
-  -- The writer. Read and check everything before the first write, and write a delete first
-  -- (see queue.lua): the queue's head comes off the queue in the call that reads it. A
-  -- counter that holds no token stops a hand-over before any write (not a release nobody
-  -- waits behind: the look at the queue costs a call only then).
-  local popped = {}
-  if token_of(read[3]) then
+  -- The writer, in the cases above left: the head it took, if any. A counter that holds no
+  -- token stops a hand-over before any write (not a release nobody waits behind: the look
+  -- at the queue costs a call only then).
+  if last then
     last_token(counter, read[3])
-    popped = redis.call('ZPOPMIN', queue)
-  elseif redis.call('ZRANGE', queue, 0, 0)[1] then
-    last_token(counter, read[3])  -- raises
+  else
+    popped = {}
+    if redis.call('ZRANGE', queue, 0, 0)[1] then last_token(counter, read[3]) end  -- raises
   end
   -- A hand-over is a grant: it waits out the pause after data loss like any other (README:
   -- "Data loss"); the waiters' refreshes take the lock once the pause is over.
