@@ -1,8 +1,9 @@
 #include "grant_wait.h"
 
-#include <poll.h>
+#include <sys/socket.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <charconv>
 
 namespace dlock::redis {
@@ -59,9 +60,14 @@ void GrantWait::send() {
 
 GrantWait::Result GrantWait::poll() noexcept {
   if (!conn_ || granted_) return {State::failed, 0, sent_};
-  pollfd p{fd(), POLLIN, 0};
-  if (::poll(&p, 1, 0) <= 0) return {};  // nothing yet (or EINTR: look again later)
-  if (redisBufferRead(conn_->raw()) != REDIS_OK) return {State::failed, 0, sent_};
+  // One non-blocking read, not a poll and then a read: this runs on the hand-off path, right
+  // after the wait loop saw the descriptor readable. (hiredis' own read blocks.)
+  char buf[4096];
+  const ssize_t n = ::recv(fd(), buf, sizeof buf, MSG_DONTWAIT);
+  if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)) return {};  // nothing yet
+  if (n <= 0 || redisReaderFeed(conn_->raw()->reader, buf, static_cast<std::size_t>(n)) != REDIS_OK) {
+    return {State::failed, 0, sent_};  // closed by the server, or a broken connection
+  }
   const State s = read_replies();
   if (s == State::granted) granted_ = true;
   return {s, s == State::granted ? popped_.value_or(0) : 0, sent_};
