@@ -1,8 +1,9 @@
 -- Cleans up after a waiter that gave up (timed out, cancelled, failed): removes its queue
 -- entry and gives back a grant the queue made to it that it never picked up, then lets the
--- next waiters in. Key layout: backends/redis/README.md. Helpers: queue.lua (prepended).
+-- next waiters in. Key layout: backends/redis/README.md. Helpers: basics.lua and queue.lua
+-- (both in front).
 --
--- KEYS[1] the writer's hold; the lock's other keys are named after it (lock_keys in queue.lua)
+-- KEYS[1] the writer's hold; the lock's other keys are named after it (lock_keys in basics.lua)
 -- KEYS[2] data-loss marker (read only when others wait)
 -- ARGV[1] waiter id   ARGV[2] owner key   ARGV[3] x|s   ARGV[4] lease ms   ARGV[5] heartbeat ms
 -- ARGV[6] pause after data loss, ms   ARGV[7] the server's run_id as the client read it

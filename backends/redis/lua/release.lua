@@ -1,8 +1,8 @@
 -- Owner-checked release of one hold, idempotent per release request; hands the lock to the
 -- waiters at the front of the queue. Key layout: backends/redis/README.md. Helpers:
--- queue.lua (prepended).
+-- basics.lua (in front) and queue.lua (at "-- @prelude").
 --
--- KEYS[1] the writer's hold; the lock's other keys are named after it (lock_keys in queue.lua)
+-- KEYS[1] the writer's hold; the lock's other keys are named after it (lock_keys in basics.lua)
 -- KEYS[2] data-loss marker (read only by a release that would hand over)
 -- ARGV[1] owner key   ARGV[2] release request id (its latch is KEYS[1]:u:<id>)
 -- ARGV[3] latch ttl ms   ARGV[4] heartbeat ms

@@ -16,7 +16,7 @@ std::string encode_name(std::string_view name);
 std::string lock_key(std::string_view prefix, std::string_view name);
 
 // Every key of one lock. Requests send only `hold`: the scripts name the others after it
-// (lock_keys in lua/queue.lua), with the same suffixes as here.
+// (lock_keys in lua/basics.lua), with the same suffixes as here.
 struct LockKeys {
   std::string hold;       // <prefix>{<enc>}       string: the writer's owner key (PTTL: its lease)
   std::string readers;    // <prefix>{<enc>}:r     zset reader's owner key -> its expiry (server ms)
