@@ -275,6 +275,55 @@ TEST_F(RedisHardeningTest, AReleaseThatCannotHandOverChangesNothing) {
   EXPECT_TRUE(b->release(*h));
 }
 
+// A release during the pause after data loss takes the queue's head off and puts it back.
+// With one waiter queued that emptied the queue, and the put-back made it anew: without a
+// TTL, a waiter that then died stayed at its head for good (review s35, finding 1).
+TEST_F(RedisHardeningTest, AReleaseDuringThePauseLeavesTheQueueWithItsTtl) {
+  auto b = backend("restart_grace=5s");
+  auto h = grant(*b, "pq", "c:h");
+  ASSERT_TRUE(h);
+  Acquire waiter(*b, Req{"pq", "c:w", LockMode::exclusive, 10s, false, true});
+  EXPECT_FALSE(waiter.try_get());  // queued
+  raw_->cmd({"DEL", "dlock:epoch"});  // data loss: the next grant waits out the pause
+  EXPECT_TRUE(b->release(*h));
+  const LockKeys k("dlock:", "pq");
+  ASSERT_EQ(raw_->integer({"ZCARD", k.queue}), 1) << "the waiter lost its place";
+  EXPECT_GT(raw_->integer({"PTTL", k.queue}), 0) << "a queue that outlives its waiters";
+}
+
+// A queue entry that is no waiter (written by hand, a corrupted key) and starts with "x"
+// must not keep the releasing writer's hold: readers queued behind are granted next
+// (review s35, finding 3).
+TEST_F(RedisHardeningTest, ABadQueueEntryDoesNotKeepTheReleasedHold) {
+  auto b = backend();
+  auto h = grant(*b, "bq", "c:h");
+  ASSERT_TRUE(h);
+  const LockKeys k("dlock:", "bq");
+  raw_->cmd({"ZADD", k.queue, "1", "x-not-a-waiter"});
+  Acquire reader(*b, Req{"bq", "c:r", LockMode::shared, 10s, false, true});
+  EXPECT_FALSE(reader.try_get());  // queued behind the bad entry
+  EXPECT_TRUE(b->release(*h));
+  EXPECT_FALSE(raw_->holds(k.hold, "c:h")) << "the released writer still holds the lock";
+  EXPECT_TRUE(raw_->holds(k.hold, "c:r")) << "the reader behind the bad entry was not granted";
+}
+
+// A lock key of another type (an older dlock's hash hold, a key written by hand) is not held
+// by us: it must not fail the renewal of the other locks in the batch (review s35, finding 2).
+TEST_F(RedisHardeningTest, AForeignLockKeyDoesNotFailTheBatch) {
+  auto b = backend();
+  auto a = grant(*b, "fa", "c:a", 2s);
+  auto c = grant(*b, "fc", "c:c", 2s);
+  ASSERT_TRUE(a && c);
+  raw_->cmd({"DEL", lock_key("fc")});
+  raw_->cmd({"HSET", lock_key("fc"), "mode", "w", "c:c", "1"});
+  spi::HeldLock* locks[] = {a.get(), c.get()};
+  spi::RenewStatus out[2];
+  b->extend_many(locks, 30s, out);
+  EXPECT_EQ(out[0], spi::RenewStatus::renewed) << "one foreign key failed the whole batch";
+  EXPECT_EQ(out[1], spi::RenewStatus::not_held);
+
+}
+
 TEST_F(RedisHardeningTest, MissingAclRightsAreNamedAtConnect) {
   const std::string path = server_->socket();
   // A user denied BLPOP/RPUSH would fail only once a release had already handed the lock
