@@ -23,6 +23,10 @@ if redis.call('EXISTS', queue) == 1 then
   last_token(counter, read[2])
   mark = read[1]
 end
+-- The writer's hold, read before the first write too. A key of another type (an older
+-- dlock's hash hold) is another client's hold.
+local writer = redis.pcall('GET', hold)
+if type(writer) == 'table' then writer = true end
 local removed = redis.call('ZREM', queue, member_of(mode, lease, waiter, owner))
 redis.call('DEL', grant_list(hold, waiter))
 redis.call('ZREM', deadlines, member_of(mode, lease, waiter, owner))
@@ -33,7 +37,6 @@ if ARGV[8] ~= '0' then redis.call('SET', hold .. ':a:' .. waiter, '1', 'PX', ARG
 -- retries of one call), so a hold of this owner here is a grant this waiter did not live to
 -- pick up, or that a request whose reply was lost made.
 local held = false
-local writer = redis.call('GET', hold)
 if writer == owner then
   redis.call('DEL', hold)
   removed = 1

@@ -20,7 +20,9 @@ for i = 1, #KEYS do
   local hold, owner = KEYS[i], ARGV[i + 1]
   local readers = hold .. ':r'
   local renewed = 0
-  if redis.call('GET', hold) == owner then
+  -- pcall: a key of another type (an older dlock's hash hold) is not ours, and must not
+  -- fail the renewal of the other locks in the batch.
+  if redis.pcall('GET', hold) == owner then
     redis.call('PEXPIRE', hold, lease)
     renewed = 1
   else

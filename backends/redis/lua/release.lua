@@ -61,9 +61,14 @@ if read[1] == owner then
   -- A hand-over is a grant: it waits out the pause after data loss like any other (README:
   -- "Data loss"); the waiters' refreshes take the lock once the pause is over.
   local grant = popped[1] and quiet_left(KEYS[2], read[2], ARGV[5], ARGV[6]) == 0
-  if popped[1] and not grant then redis.call('ZADD', queue, popped[2], popped[1]) end  -- its place
+  if popped[1] and not grant then
+    -- Back in its place. ZPOPMIN may have emptied the queue, and ZADD then made it anew:
+    -- its TTL too (as enqueue in acquire.lua), or a waiter that died stays at the head.
+    redis.call('ZADD', queue, popped[2], popped[1])
+    redis.call('PEXPIRE', queue, heartbeat * 3)
+  end
   -- A writer next overwrites the hold; anyone else needs it gone.
-  if not (grant and string.sub(popped[1], 1, 1) == 'x') then redis.call('DEL', hold) end
+  if not (grant and parse_member(popped[1]) == 'x') then redis.call('DEL', hold) end
   redis.call('SET', latch, '1', 'PX', latch_ttl)
   -- The waiters at the front of the queue get the lock, told by name. Dead waiters are not
   -- looked for here (the waiters' refreshes drop them): a grant to one that died lapses
