@@ -50,6 +50,24 @@ if held == 'w' then
   enqueue()
   return 0
 end
+
+-- The uncontended path, also before the rest of the helpers: a writer's plain first attempt
+-- on a lock nobody holds or waits for, once no pause after data loss can be on (the marker
+-- needs no writing) and the counter holds a token. Anything else goes on below with what it
+-- read (`present`, `read`).
+local present, read = nil, nil
+if not silent and not refresh and mode == 'x' then
+  present = redis.call('EXISTS', hold, readers, queue)
+  if present == 0 then
+    read = redis.call('MGET', KEYS[2], counter)
+    local last, quiet_until = token_of(read[2]), quiet_until_of(read[1], ARGV[9])
+    if last and quiet_until and quiet_until <= now() then
+      local token = issue_token(counter, last, lease)
+      redis.call('SET', hold, owner, 'PX', string.format('%d', lease))  -- take() in queue.lua
+      return token
+    end
+  end
+end
 -- @prelude
 
 -- Every grant returns through here. A caller that reads no reply gets its grant as the queue
@@ -80,13 +98,14 @@ end
 local quiet = nil
 local function quiet_ms()
   if not quiet then
-    local read
-    if silent then
-      -- The gone mark's name, written out here and in abandon.lua (README: "Key layout"):
-      -- a helper in queue.lua would cost every script run its closure.
-      read = redis.call('MGET', KEYS[2], counter, hold .. ':a:' .. waiter)
-    else
-      read = redis.call('MGET', KEYS[2], counter)
+    if not read then  -- (the uncontended path above may have read them)
+      if silent then
+        -- The gone mark's name, written out here and in abandon.lua (README: "Key layout"):
+        -- a helper in queue.lua would cost every script run its closure.
+        read = redis.call('MGET', KEYS[2], counter, hold .. ':a:' .. waiter)
+      else
+        read = redis.call('MGET', KEYS[2], counter)
+      end
     end
     last_token(counter, read[2])  -- a counter that holds no token is refused before any write
     if silent and read[3] then
@@ -114,7 +133,7 @@ end
 
 do
   -- One call answers the common case: nobody holds the lock and nobody waits for it.
-  local present = redis.call('EXISTS', hold, readers, queue)
+  present = present or redis.call('EXISTS', hold, readers, queue)
   if present == 0 then
     if quiet_ms() > 0 then return -quiet_ms() end
     local token = next_token(counter, lease)
