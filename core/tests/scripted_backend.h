@@ -139,7 +139,9 @@ class ScriptedBackend final : public spi::Backend {
     Acquisition(ScriptedBackend& b, const spi::AttemptRequest& r, std::function<void()> wake)
         : b_(b), r_(r) {
       std::lock_guard guard(b_.mu);
-      b_.waiters.push_back(std::move(wake));
+      // Told through wait_fd(), a waiter's wake function is not kept (as a socket backend
+      // drops it).
+      if (!b_.wake_through_fd) b_.waiters.push_back(std::move(wake));
       if (b_.wake_through_fd && ::pipe(pipe_) == 0) b_.wait_pipes.push_back(pipe_[1]);
     }
     ~Acquisition() override {
