@@ -291,6 +291,45 @@ TEST_F(RedisHardeningTest, AReleaseDuringThePauseLeavesTheQueueWithItsTtl) {
   EXPECT_GT(raw_->integer({"PTTL", k.queue}), 0) << "a queue that outlives its waiters";
 }
 
+// The put-back during the pause must not shorten the queue's TTL: the releaser's
+// fair_heartbeat may be shorter than the waiters' (review s35 b, F1: the queue then expired
+// with its waiters, and a newcomer took the lock after the pause).
+TEST_F(RedisHardeningTest, AReleaseDuringThePauseKeepsTheWaitersQueueTtl) {
+  auto quick = backend("restart_grace=5s&fair_heartbeat=50ms");
+  auto b = backend("restart_grace=5s");
+  auto h = grant(*quick, "pk", "c:h");
+  ASSERT_TRUE(h);
+  Acquire a(*b, Req{"pk", "c:a", LockMode::exclusive, 10s, false, true});
+  EXPECT_FALSE(a.try_get());
+  Acquire c(*b, Req{"pk", "c:c", LockMode::exclusive, 10s, false, true});
+  EXPECT_FALSE(c.try_get());
+  const LockKeys k("dlock:", "pk");
+  const long long before = raw_->integer({"PTTL", k.queue});
+  ASSERT_GT(before, 2000);
+  raw_->cmd({"DEL", "dlock:epoch"});  // data loss: the release hands nothing over
+  EXPECT_TRUE(quick->release(*h));
+  EXPECT_EQ(raw_->integer({"ZCARD", k.queue}), 2);
+  EXPECT_GT(raw_->integer({"PTTL", k.queue}), before - 1000) << "the release cut the waiters' queue TTL";
+}
+
+// A waiter's refreshes during the pause keep its place: the queue lives 3 heartbeats, and a
+// longer pause lost it with every waiter (review s35 b, F2).
+TEST_F(RedisHardeningTest, WaitersKeepTheirPlacesThroughALongPause) {
+  auto b = backend("restart_grace=1500ms&fair_heartbeat=100ms");
+  auto h = grant(*b, "lp", "c:h");
+  ASSERT_TRUE(h);
+  Acquire w(*b, Req{"lp", "c:w", LockMode::exclusive, 10s, false, true});
+  EXPECT_FALSE(w.try_get());  // queued
+  raw_->cmd({"DEL", "dlock:epoch"});
+  EXPECT_TRUE(b->release(*h));  // during the pause: handed to nobody
+  const auto end = Clock::now() + 1s;  // more than 3 heartbeats, less than the pause
+  while (Clock::now() < end) {
+    EXPECT_FALSE(w.try_get()) << "granted during the pause";  // its refresh
+    std::this_thread::sleep_for(30ms);
+  }
+  EXPECT_EQ(raw_->integer({"ZCARD", LockKeys("dlock:", "lp").queue}), 1) << "the waiter lost its place";
+}
+
 // A queue entry that is no waiter (written by hand, a corrupted key) and starts with "x"
 // must not keep the releasing writer's hold: readers queued behind are granted next
 // (review s35, finding 3).
