@@ -117,7 +117,15 @@ local function quiet_ms()
   return quiet
 end
 
-if refresh and quiet_ms() > 0 then return -quiet_ms() end
+-- Nothing is granted during the pause after data loss, but a caller that waits keeps its
+-- place (enqueue renews it and the queue's TTL): a pause outlasts the queue's 3 heartbeats.
+-- Not a caller that is gone.
+local function paused()
+  if will_wait and not (silent and read[3]) then enqueue() end
+  return -quiet_ms()
+end
+
+if refresh and quiet_ms() > 0 then return paused() end
 
 -- A waiter woken by its grant picks it up first, with one read: the purges below are every
 -- other attempt's and the release's job. (A grant took it off the queue; a retry after a
@@ -135,7 +143,7 @@ do
   -- One call answers the common case: nobody holds the lock and nobody waits for it.
   present = present or redis.call('EXISTS', hold, readers, queue)
   if present == 0 then
-    if quiet_ms() > 0 then return -quiet_ms() end
+    if quiet_ms() > 0 then return paused() end
     local token = next_token(counter, lease)
     take(hold, readers, mode, owner, lease)
     return granted(token)
@@ -151,7 +159,7 @@ do
   -- fair_heartbeat/3, drops the dead waiters: also under a long hold, so they never pile up
   -- while live waiters keep the queue's keys alive).
   if held ~= 'w' or refresh then
-    if quiet_ms() > 0 then return -quiet_ms() end
+    if quiet_ms() > 0 then return paused() end
     -- Checked before the first write below (purges and hand-overs issue tokens too).
     last_token(counter)
     held = purge_readers(readers, held)

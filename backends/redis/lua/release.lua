@@ -63,9 +63,12 @@ if read[1] == owner then
   local grant = popped[1] and quiet_left(KEYS[2], read[2], ARGV[5], ARGV[6]) == 0
   if popped[1] and not grant then
     -- Back in its place. ZPOPMIN may have emptied the queue, and ZADD then made it anew:
-    -- its TTL too (as enqueue in acquire.lua), or a waiter that died stays at the head.
+    -- its TTL too, or a waiter that died stays at the head. The waiters' TTL, which the
+    -- deadlines keep (this caller's heartbeat may be shorter than theirs).
     redis.call('ZADD', queue, popped[2], popped[1])
-    redis.call('PEXPIRE', queue, heartbeat * 3)
+    if redis.call('PTTL', queue) < 0 then
+      redis.call('PEXPIRE', queue, math.max(redis.call('PTTL', deadlines), heartbeat * 3))
+    end
   end
   -- A writer next overwrites the hold; anyone else needs it gone.
   if not (grant and parse_member(popped[1]) == 'x') then redis.call('DEL', hold) end
