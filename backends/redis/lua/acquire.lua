@@ -76,7 +76,7 @@ end
 -- (see quiet_ms below).
 local function granted(token)
   if silent then
-    local pickup = math.min(lease, math.max(math.floor(heartbeat / 2), 1))
+    local pickup = pickup_lease(lease, heartbeat)
     if mode == 'x' then
       redis.call('PEXPIRE', hold, pickup)
     else

@@ -57,6 +57,12 @@ local function quiet_until_of(mark, run_id)
   return tonumber(u)
 end
 
+-- The lease of a grant handed to a waiter until it picks it up: heartbeat/2, at most its own
+-- lease (README: "How acquisition works"). A grantee that died holds the lock no longer.
+local function pickup_lease(lease, heartbeat)
+  return math.min(lease, math.max(math.floor(heartbeat / 2), 1))
+end
+
 -- A waiter's grant list (the hash tag keeps it in the lock's slot).
 local function grant_list(hold, waiter)
   return hold .. ':g:' .. waiter

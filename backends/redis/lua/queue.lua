@@ -102,7 +102,6 @@ end
 -- removal); it needs a free lock. Returns the lock's mode afterwards.
 -- REQUIRES: no pause after data loss (quiet_left() == 0): every hand-over is a grant.
 local function grant_queued(hold, readers, counter, queue, deadlines, held, heartbeat, popped)
-  local pickup = math.max(math.floor(heartbeat / 2), 1)
   while held ~= 'w' do
     local head = popped
     if head then
@@ -118,7 +117,7 @@ local function grant_queued(hold, readers, counter, queue, deadlines, held, hear
     local m, lease, waiter, owner = parse_member(head)
     if m then
       local token = next_token(counter, lease)
-      held = take(hold, readers, m, owner, math.min(lease, pickup))
+      held = take(hold, readers, m, owner, pickup_lease(lease, heartbeat))
       tell(hold, waiter, token, heartbeat)
     end
   end

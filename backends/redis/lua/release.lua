@@ -38,8 +38,7 @@ if popped then
   if m == 'x' and quiet_until and quiet_until <= now() then
     -- As grant_queued in queue.lua does for a writer: the pick-up lease, told by name.
     local token = issue_token(counter, last, lease)
-    local pickup = math.min(lease, math.max(math.floor(heartbeat / 2), 1))
-    redis.call('SET', hold, next_owner, 'PX', string.format('%d', pickup))
+    redis.call('SET', hold, next_owner, 'PX', string.format('%d', pickup_lease(lease, heartbeat)))
     redis.call('ZREM', deadlines, popped[1])
     redis.call('SET', latch, '1', 'PX', latch_ttl)
     tell(hold, waiter, token, heartbeat)

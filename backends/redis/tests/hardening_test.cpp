@@ -54,6 +54,16 @@ class RedisHardeningTest : public ::testing::Test {
     ADD_FAILURE() << "opened " << uri;
     return {ErrorCode::internal, ""};
   }
+  // A writer `owner` that waits for `name` and was queued by its first attempt (busy).
+  static std::unique_ptr<Acquire> queued_writer(RedisBackend& b, const std::string& name,
+                                                const std::string& owner) {
+    auto w = std::make_unique<Acquire>(b, Req{name, owner, LockMode::exclusive, 10s, false, true});
+    EXPECT_FALSE(w->try_get()) << owner << " was granted, not queued";
+    return w;
+  }
+  // Data loss as the backend sees it: the marker is gone, so nothing is granted (nor handed
+  // over) until the pause after data loss is over.
+  void lose_the_marker() { raw_->cmd({"DEL", "dlock:epoch"}); }
   static std::string lock_key(std::string_view name) { return LockKeys("dlock:", name).hold; }
   static std::string counter_key(std::string_view name) { return LockKeys("dlock:", name).counter; }
 
@@ -184,7 +194,7 @@ TEST_F(RedisHardeningTest, AfterARestartWithoutPersistenceANewProcessWaitsToo) {
 TEST_F(RedisHardeningTest, AFreshDatasetWaitsOnceAndTheMarkerIsKept) {
   // The documented cost: a server that has no marker cannot be told from one that lost its
   // data, so the first acquire under a prefix waits the grace once.
-  raw_->cmd({"DEL", "dlock:epoch"});
+  lose_the_marker();
   auto b = backend("restart_grace=400ms");
   EXPECT_FALSE(grant(*b, "fresh", "c:a"));
   EXPECT_EQ(raw_->integer({"PTTL", "dlock:epoch"}), -1) << "the marker must not expire";
@@ -193,7 +203,7 @@ TEST_F(RedisHardeningTest, AFreshDatasetWaitsOnceAndTheMarkerIsKept) {
   EXPECT_TRUE(b->release(*g));
   EXPECT_TRUE(grant(*b, "fresh2", "c:a")) << "waited again although nothing was lost";
   // restart_grace=0 opts out.
-  raw_->cmd({"DEL", "dlock:epoch"});
+  lose_the_marker();
   EXPECT_TRUE(grant(*backend("restart_grace=0"), "fresh3", "c:a"));
 }
 
@@ -265,8 +275,7 @@ TEST_F(RedisHardeningTest, AReleaseThatCannotHandOverChangesNothing) {
   auto b = backend();
   auto h = grant(*b, "bad2", "c:h");
   ASSERT_TRUE(h);
-  Acquire waiter(*b, Req{"bad2", "c:w", LockMode::exclusive, 10s, false, true});
-  EXPECT_FALSE(waiter.try_get());
+  auto waiter = queued_writer(*b, "bad2", "c:w");
   raw_->cmd({"SET", counter_key("bad2"), "garbage"});
   EXPECT_THROW(b->release(*h), Error);
   EXPECT_TRUE(raw_->holds(lock_key("bad2"), "c:h")) << "half a release";
@@ -282,10 +291,9 @@ TEST_F(RedisHardeningTest, AReleaseDuringThePauseLeavesTheQueueWithItsTtl) {
   auto b = backend("restart_grace=5s");
   auto h = grant(*b, "pq", "c:h");
   ASSERT_TRUE(h);
-  Acquire waiter(*b, Req{"pq", "c:w", LockMode::exclusive, 10s, false, true});
-  EXPECT_FALSE(waiter.try_get());  // queued
-  raw_->cmd({"DEL", "dlock:epoch"});  // data loss: the next grant waits out the pause
-  EXPECT_TRUE(b->release(*h));
+  auto waiter = queued_writer(*b, "pq", "c:w");
+  lose_the_marker();
+  EXPECT_TRUE(b->release(*h));  // during the pause: handed to nobody
   const LockKeys k("dlock:", "pq");
   ASSERT_EQ(raw_->integer({"ZCARD", k.queue}), 1) << "the waiter lost its place";
   EXPECT_GT(raw_->integer({"PTTL", k.queue}), 0) << "a queue that outlives its waiters";
@@ -299,15 +307,13 @@ TEST_F(RedisHardeningTest, AReleaseDuringThePauseKeepsTheWaitersQueueTtl) {
   auto b = backend("restart_grace=5s");
   auto h = grant(*quick, "pk", "c:h");
   ASSERT_TRUE(h);
-  Acquire a(*b, Req{"pk", "c:a", LockMode::exclusive, 10s, false, true});
-  EXPECT_FALSE(a.try_get());
-  Acquire c(*b, Req{"pk", "c:c", LockMode::exclusive, 10s, false, true});
-  EXPECT_FALSE(c.try_get());
+  auto a = queued_writer(*b, "pk", "c:a");
+  auto c = queued_writer(*b, "pk", "c:c");
   const LockKeys k("dlock:", "pk");
   const long long before = raw_->integer({"PTTL", k.queue});
   ASSERT_GT(before, 2000);
-  raw_->cmd({"DEL", "dlock:epoch"});  // data loss: the release hands nothing over
-  EXPECT_TRUE(quick->release(*h));
+  lose_the_marker();
+  EXPECT_TRUE(quick->release(*h));  // during the pause: handed to nobody
   EXPECT_EQ(raw_->integer({"ZCARD", k.queue}), 2);
   EXPECT_GT(raw_->integer({"PTTL", k.queue}), before - 1000) << "the release cut the waiters' queue TTL";
 }
@@ -318,13 +324,12 @@ TEST_F(RedisHardeningTest, WaitersKeepTheirPlacesThroughALongPause) {
   auto b = backend("restart_grace=1500ms&fair_heartbeat=100ms");
   auto h = grant(*b, "lp", "c:h");
   ASSERT_TRUE(h);
-  Acquire w(*b, Req{"lp", "c:w", LockMode::exclusive, 10s, false, true});
-  EXPECT_FALSE(w.try_get());  // queued
-  raw_->cmd({"DEL", "dlock:epoch"});
+  auto w = queued_writer(*b, "lp", "c:w");
+  lose_the_marker();
   EXPECT_TRUE(b->release(*h));  // during the pause: handed to nobody
   const auto end = Clock::now() + 1s;  // more than 3 heartbeats, less than the pause
   while (Clock::now() < end) {
-    EXPECT_FALSE(w.try_get()) << "granted during the pause";  // its refresh
+    EXPECT_FALSE(w->try_get()) << "granted during the pause";  // its refresh
     std::this_thread::sleep_for(30ms);
   }
   EXPECT_EQ(raw_->integer({"ZCARD", LockKeys("dlock:", "lp").queue}), 1) << "the waiter lost its place";
