@@ -48,12 +48,14 @@ end
 
 -- The end of the pause after data loss (server ms) that the marker's text `mark` records,
 -- or nil when the marker must be written first (quiet_left): it is missing, or it was
--- written under another server run, or before the run's id was known. An empty run_id
--- (INFO denied to the user) is not compared.
+-- written under another server run, or before the run's id was known (then the time it
+-- records comes second, to be kept). An empty run_id (INFO denied to the user) is not
+-- compared.
 local function quiet_until_of(mark, run_id)
   if not mark then return nil end
   local u, seen = string.match(mark, '^(%d+):?(.*)$')
-  if not u or (run_id ~= '' and seen ~= run_id) then return nil end
+  if not u then return nil end
+  if run_id ~= '' and seen ~= run_id then return nil, seen == '' and tonumber(u) or nil end
   return tonumber(u)
 end
 

@@ -42,12 +42,11 @@ end
 -- (INFO denied to the user, or a marker written by hand as "0") is not compared. `mark` is
 -- the marker as the caller read it (false: missing).
 local function quiet_left(marker, mark, grace, run_id)
-  local quiet_until = quiet_until_of(mark, run_id)
+  local quiet_until, written_without_id = quiet_until_of(mark, run_id)
   if not quiet_until then
     -- Missing or written under another server run: pause. Written before the run's id was
     -- known: keep its time, add the id.
-    local u, seen = string.match(mark or '', '^(%d+):?(.*)$')
-    quiet_until = (u and seen == '') and tonumber(u) or now() + tonumber(grace)
+    quiet_until = written_without_id or now() + tonumber(grace)
     redis.call('SET', marker, string.format('%d', quiet_until) .. ':' .. run_id)
   end
   if quiet_until <= now() then return 0 end
