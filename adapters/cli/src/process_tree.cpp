@@ -179,8 +179,21 @@ void ProcessTree::signal(int sig) const {
 
 void ProcessTree::terminate() {
   refresh();  // before any signal: a member that dies now takes its children out of sight
-  signal(SIGTERM);
-  signal(SIGCONT);
+  const std::set<pid_t> by_pid = terminated_by_pid();
+  for (int sig : {SIGTERM, SIGCONT}) {
+    for (pid_t group : groups_) {
+      if (group > 1 && spared_groups_.count(group) == 0) ::kill(-group, sig);
+    }
+    for (pid_t pid : by_pid) ::kill(pid, sig);
+  }
+}
+
+std::set<pid_t> ProcessTree::terminated_by_pid() const {
+  std::set<pid_t> out;
+  for (const auto& [pid, start] : lone_) {
+    if (!spared(pid)) out.insert(pid);
+  }
+  return out;
 }
 
 void ProcessTree::kill() {

@@ -77,7 +77,8 @@ class ProcessTree {
   // earlier one, and not found gone since). Errors (already gone) are ignored.
   void signal(int sig) const;
 
-  // A snapshot, then SIGTERM and SIGCONT (a stopped member handles SIGTERM once continued).
+  // A snapshot, then SIGTERM and SIGCONT (a stopped member handles SIGTERM once continued) to
+  // every group and to terminated_by_pid().
   void terminate();
 
   // A snapshot, then SIGSTOP to every member and new snapshots until one finds none new (a
@@ -88,6 +89,8 @@ class ProcessTree {
   // The groups signalled as groups (kill(-pgid)), and the members known by pid alone.
   const std::set<pid_t>& groups() const { return groups_; }
   std::set<pid_t> lone_pids() const;
+  // The lone pids that terminate() signals by pid.
+  std::set<pid_t> terminated_by_pid() const;
   // The members the last snapshot found running (not zombies), by pid, in ascending order.
   const std::vector<pid_t>& running() const { return running_; }
 

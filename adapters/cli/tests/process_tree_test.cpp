@@ -117,6 +117,19 @@ TEST(ProcessTree, TheCommandStaysAMemberAfterItLeavesItsGroup) {
   EXPECT_TRUE(later.lone_pids().empty());
 }
 
+// CMD (100) still leads its group: the group's signal reaches it, and terminate() must not send
+// it SIGTERM by pid as well. A shell that handled the first before the second came ran its trap
+// twice (CliSignals.LostLockStopsTheCommandWithSigtermAndExits70 printed "stopped" twice in CI).
+// Once it leaves for a group the tree does not signal, it is signalled by pid.
+TEST(ProcessTree, TerminateSignalsTheCommandOnceWhileItLeadsItsGroup) {
+  ProcessTree tree(100, 1000, {90}, {80});
+  tree.update({proc(90, 1, 80), proc(100, 90, 100), proc(101, 100, 100), proc(105, 100, 50), proc(50, 1, 50)});
+  EXPECT_EQ(tree.groups(), (std::set<pid_t>{100}));
+  EXPECT_EQ(tree.terminated_by_pid(), (std::set<pid_t>{105}));
+  tree.update({proc(90, 1, 80), proc(100, 90, 80), proc(101, 100, 100)});
+  EXPECT_EQ(tree.terminated_by_pid(), (std::set<pid_t>{100})) << "CMD moved to dlock's group";
+}
+
 // A group the tree knows emptied and its id was taken by a new, unrelated group between two
 // snapshots (pids wrap around: 32,768 of them here): nothing of the new group is a member.
 // It was adopted and killed (review F4, forced with ns_last_pid: 5 of 5).
