@@ -145,6 +145,11 @@ ProcessTree::Scan ProcessTree::update(const std::vector<ProcessStat>& processes)
     if (groups_.count(p.pgrp) == 0) lone_.emplace(p.pid, p.start);  // an outsider's group
     for (pid_t child : children[p.pid]) add(child);
   }
+  lone_groups_.clear();
+  for (const auto& [pid, start] : lone_) {
+    const auto found = by_pid.find(pid);
+    if (found != by_pid.end()) lone_groups_[pid] = found->second->pgrp;
+  }
   Scan scan;
   running_.clear();
   for (const auto& [pid, start] : members) {
@@ -161,6 +166,7 @@ ProcessTree::Scan ProcessTree::update(const std::vector<ProcessStat>& processes)
 ProcessTree::Scan ProcessTree::refresh() {
   const std::optional<std::vector<ProcessStat>> processes = read_processes();
   if (processes) return update(*processes);
+  lone_groups_.clear();  // no telling where they are now: terminate() signals them by pid too
   Scan scan;
   for (pid_t group : groups_) scan.runs = scan.runs || ::kill(-group, 0) == 0;
   for (const auto& [pid, start] : lone_) scan.runs = scan.runs || ::kill(pid, 0) == 0;
@@ -168,30 +174,40 @@ ProcessTree::Scan ProcessTree::refresh() {
 }
 
 void ProcessTree::signal(int sig) const {
+  std::set<pid_t> pids;
+  for (const auto& [pid, start] : lone_) {
+    if (!spared(pid)) pids.insert(pid);
+  }
+  send(sig, pids);
+}
+
+void ProcessTree::send(int sig, const std::set<pid_t>& pids) const {
   // Never kill(-1) (every process) or kill(0) (our own group): pids 0 and 1 are never members.
   for (pid_t group : groups_) {
     if (group > 1 && spared_groups_.count(group) == 0) ::kill(-group, sig);
   }
-  for (const auto& [pid, start] : lone_) {
-    if (!spared(pid)) ::kill(pid, sig);
+  for (pid_t pid : pids) {
+    if (pid > 1) ::kill(pid, sig);
   }
 }
 
 void ProcessTree::terminate() {
   refresh();  // before any signal: a member that dies now takes its children out of sight
+  // One that leaves its group between the snapshot and the signal misses this SIGTERM, not
+  // kill()'s SIGSTOP and SIGKILL: those go by group and by pid (twice is harmless for them).
   const std::set<pid_t> by_pid = terminated_by_pid();
-  for (int sig : {SIGTERM, SIGCONT}) {
-    for (pid_t group : groups_) {
-      if (group > 1 && spared_groups_.count(group) == 0) ::kill(-group, sig);
-    }
-    for (pid_t pid : by_pid) ::kill(pid, sig);
-  }
+  send(SIGTERM, by_pid);
+  send(SIGCONT, by_pid);
 }
 
 std::set<pid_t> ProcessTree::terminated_by_pid() const {
   std::set<pid_t> out;
   for (const auto& [pid, start] : lone_) {
-    if (!spared(pid)) out.insert(pid);
+    if (spared(pid)) continue;
+    const auto group = lone_groups_.find(pid);
+    const bool reached_by_group = group != lone_groups_.end() && groups_.count(group->second) != 0 &&
+                                  spared_groups_.count(group->second) == 0;
+    if (!reached_by_group) out.insert(pid);
   }
   return out;
 }

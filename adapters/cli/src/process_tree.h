@@ -89,19 +89,24 @@ class ProcessTree {
   // The groups signalled as groups (kill(-pgid)), and the members known by pid alone.
   const std::set<pid_t>& groups() const { return groups_; }
   std::set<pid_t> lone_pids() const;
-  // The lone pids that terminate() signals by pid.
+  // The lone pids that terminate() signals by pid: those the last snapshot did not find in a
+  // group it signals (CMD while it leads its group, say). A catchable signal sent both ways can
+  // be handled twice: a shell that handled the first before the second came ran its trap again.
   std::set<pid_t> terminated_by_pid() const;
   // The members the last snapshot found running (not zombies), by pid, in ascending order.
   const std::vector<pid_t>& running() const { return running_; }
 
  private:
   bool spared(pid_t pid) const;
+  // `sig` to every group, then to each of `pids`.
+  void send(int sig, const std::set<pid_t>& pids) const;
 
   std::set<pid_t> spared_pids_;
   std::set<pid_t> spared_groups_;
   std::set<pid_t> groups_;
   std::set<pid_t> seen_groups_;  // the groups the last snapshot had (checked for a take-over)
   std::map<pid_t, std::uint64_t> lone_;     // pid -> start time
+  std::map<pid_t, pid_t> lone_groups_;      // pid -> its group in the last snapshot
   std::map<pid_t, std::uint64_t> members_;  // the last snapshot's members
   std::vector<pid_t> running_;              // those of them that are not zombies
 };
