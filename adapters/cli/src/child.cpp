@@ -158,12 +158,24 @@ ChildExit supervise(pid_t pid, std::uint64_t start, SignalFd& signals, const Eve
     const Clock::time_point end = plan.lock_end ? plan.lock_end() : Clock::time_point::max();
     return end == Clock::time_point::max() ? end : end - plan.margin;
   };
-  // Sends SIGTERM now and plans the SIGKILL for `grace` later, or `latest` if sooner.
+  // Sends SIGTERM now and plans the SIGKILL for `grace` later, or `latest` if sooner. A
+  // `latest` already come (a lease's end, which the lost signal announces a margin early)
+  // gets both at once, without waiting for the guard to read the tree: told the same
+  // deadline, it is killing the tree itself and answers only once done (dlock waited up to
+  // 200 ms for that, and CMD ran on past the lease's end).
   auto stop = [&](Clock::time_point latest, const std::function<void(std::chrono::milliseconds)>& tell) {
     result.lost = true;
     const auto now = Clock::now();
     kill_at = std::min(now + plan.grace, std::max(latest, now));
     if (tell) tell(std::chrono::ceil<std::chrono::milliseconds>(*kill_at - now));
+    if (latest <= now) {
+      // CMD's group is frozen before the reading of /proc: CMD, dlock's child not reaped
+      // yet, keeps its pid, so nobody else's group can have that id.
+      ::kill(-pid, SIGSTOP);
+      tree.terminate_and_kill();
+      killed = true;
+      return;
+    }
     if (plan.before_stop) plan.before_stop();
     tree.terminate();  // SIGCONT too: a stopped command (Ctrl-Z) handles SIGTERM once continued
   };
@@ -294,7 +306,7 @@ void CommandGuard::spawn() {
   ::posix_spawn_file_actions_init(&actions);
   ::posix_spawn_file_actions_adddup2(&actions, fds[0], STDIN_FILENO);  // dup2 drops O_CLOEXEC
   ::posix_spawn_file_actions_addopen(&actions, STDOUT_FILENO, "/dev/null", O_WRONLY, 0);
-  // stderr stays dlock's: the guard says there what it cannot stop (kill_tree).
+  // stderr stays dlock's: the guard says there what it cannot stop (wait_tree_gone).
   std::vector<std::string> argv = {kGuardName, kGuardCommand, std::to_string(pgid_),
                                    std::to_string(start_), std::to_string(grace_.count())};
   for (int fd : descriptors_) {
@@ -462,11 +474,10 @@ void tell_unstoppable(const ProcessTree& tree, bool holds_descriptors) {
   (void)!::write(STDERR_FILENO, line.data(), line.size());
 }
 
-// SIGKILLs `tree`, then waits for all of it to be gone (zombies aside): until then the lock
+// Waits for all of `tree`, SIGKILLed, to be gone (zombies aside): until then the lock
 // descriptors this guard holds keep a lock that ends with them held. A member found new is
 // SIGKILLed at once; the readings back off from 2 ms to about a second.
-void kill_tree(ProcessTree& tree, bool holds_descriptors) {
-  tree.kill();
+void wait_tree_gone(ProcessTree& tree, bool holds_descriptors) {
   std::chrono::milliseconds pause = kGoneCheckFirst;
   for (ProcessTree::Scan scan = tree.refresh(); scan.runs; scan = tree.refresh()) {
     if (scan.grew) tree.kill();
@@ -539,10 +550,10 @@ int run_guard(int argc, const char* const* argv) {
         if (tracking) tree.refresh();
         continue;
       }
-      // dlock is alive but told nothing newer (stopped, frozen): the lock may be someone
-      // else's a margin from now. SIGTERM for form, SIGKILL at once.
-      tree.terminate();
-      kill_tree(tree, !keep.empty());
+      // dlock is alive but told nothing newer (stopped, frozen, or killing the tree too):
+      // the lock may be someone else's a margin from now. SIGTERM for form, SIGKILL at once.
+      tree.terminate_and_kill();
+      wait_tree_gone(tree, !keep.empty());
       return 0;
     }
     char kind = 0;
@@ -566,7 +577,8 @@ int run_guard(int argc, const char* const* argv) {
     if (!tree.refresh().runs) return 0;  // also finds what the tree starts meanwhile
     std::this_thread::sleep_for(std::min<Clock::duration>(std::chrono::milliseconds(20), kill_at - now));
   }
-  kill_tree(tree, !keep.empty());
+  tree.kill();
+  wait_tree_gone(tree, !keep.empty());
   return 0;
 }
 

@@ -214,6 +214,16 @@ std::set<pid_t> ProcessTree::terminated_by_pid() const {
 
 void ProcessTree::kill() {
   refresh();
+  freeze_and_kill();
+}
+
+void ProcessTree::terminate_and_kill() {
+  refresh();
+  send(SIGTERM, terminated_by_pid());
+  freeze_and_kill();
+}
+
+void ProcessTree::freeze_and_kill() {
   for (int round = 0; round < 100; ++round) {
     signal(SIGSTOP);
     if (!refresh().grew) break;

@@ -86,6 +86,11 @@ class ProcessTree {
   // wait for them to be gone.
   void kill();
 
+  // terminate() and kill() at once, for a stop whose kill deadline has come: SIGTERM (no
+  // SIGCONT: SIGSTOP follows) after the one snapshot that kill() takes first, so the first
+  // signal comes a whole reading of /proc sooner (tens of ms on a loaded host under ASan).
+  void terminate_and_kill();
+
   // The groups signalled as groups (kill(-pgid)), and the members known by pid alone.
   const std::set<pid_t>& groups() const { return groups_; }
   std::set<pid_t> lone_pids() const;
@@ -100,6 +105,8 @@ class ProcessTree {
   bool spared(pid_t pid) const;
   // `sig` to every group, then to each of `pids`.
   void send(int sig, const std::set<pid_t>& pids) const;
+  // kill() after its first snapshot.
+  void freeze_and_kill();
 
   std::set<pid_t> spared_pids_;
   std::set<pid_t> spared_groups_;
