@@ -10,11 +10,21 @@
 # 300 ms past the lease's end, and no next holder queues: dlock must kill CMD by itself, in
 # time, while the guard does not answer (it is killing the tree at the same deadline, or slow).
 # dlock waited up to 200 ms for its answer, and CMD ran 152 ms past the lease's end.
-# Usage: lease_end_kills_before_regrant.sh DLOCK_BINARY [--guard-stopped] (bash, ps on PATH)
+# With --max-hold-guard-stopped, the same, and dlock also stops CMD at --max-hold 900ms, 100 ms
+# before the lease's end: the guard is asked to follow that stop and does not answer. dlock
+# waited 200 ms for it, past the kill deadline, and CMD ran about 100 ms past the lease's end.
+# Usage: lease_end_kills_before_regrant.sh DLOCK_BINARY [--guard-stopped|--max-hold-guard-stopped]
+# (bash, ps on PATH)
 set -u
 . "$(dirname "$0")/wait_gone.sh"
 dlock=$1
-guard_stopped=${2:-}
+mode=${2:-}
+case $mode in
+  '') guard_stopped= max_hold= ;;
+  --guard-stopped) guard_stopped=1 max_hold= ;;
+  --max-hold-guard-stopped) guard_stopped=1 max_hold='--max-hold 900ms' ;;
+  *) echo "unknown mode $mode" >&2; exit 2 ;;
+esac
 dir=$(mktemp -d)
 apid=
 bpid=
@@ -28,7 +38,8 @@ trap cleanup EXIT
 uri="file://$dir/locks"
 mkfifo "$dir/never"  # read -t on it: a 2 ms sleep without a fork
 # CMD starts stamping once its guard is up.
-"$dlock" run --uri "$uri" --lease 1s --grace 5s job -- env LC_ALL=C bash -c "
+# shellcheck disable=SC2086  # $max_hold: none or two words
+"$dlock" run --uri "$uri" --lease 1s $max_hold --grace 5s job -- env LC_ALL=C bash -c "
   trap '' TERM
   exec 3<> '$dir/never'
   until ps --ppid \$PPID -o args= | grep -q __guard; do read -t 0.002 -u 3; done
@@ -37,7 +48,7 @@ mkfifo "$dir/never"  # read -t on it: a 2 ms sleep without a fork
 apid=$!
 wait_started "$dir/stamps" "$dir/err" 0.01
 first_token=$(cat "$dir/first-token")
-if [ "$guard_stopped" = --guard-stopped ]; then
+if [ -n "$guard_stopped" ]; then
   guard=$(ps --ppid "$apid" -o pid=,args= | awk '$3 == "__guard" { print $1 }')
   [ -n "$guard" ] || { echo "no guard process under dlock $apid" >&2; exit 1; }
   kill -STOP "$guard"
