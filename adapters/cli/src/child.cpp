@@ -176,7 +176,7 @@ ChildExit supervise(pid_t pid, std::uint64_t start, SignalFd& signals, const Eve
       killed = true;
       return;
     }
-    if (plan.before_stop) plan.before_stop();
+    if (plan.before_stop) plan.before_stop(*kill_at);
     tree.terminate();  // SIGCONT too: a stopped command (Ctrl-Z) handles SIGTERM once continued
   };
   for (;;) {
@@ -198,9 +198,9 @@ ChildExit supervise(pid_t pid, std::uint64_t start, SignalFd& signals, const Eve
       } else if (terminating) {
         // A terminating signal was forwarded to CMD's group only (job control): what CMD
         // left in groups of its own never got it, and must not outlive the lock.
-        if (plan.before_stop) plan.before_stop();
-        tree.terminate();
         const Clock::time_point until = std::min(Clock::now() + plan.grace, kill_deadline());
+        if (plan.before_stop) plan.before_stop(until);
+        tree.terminate();
         while (tree.refresh().runs && Clock::now() < until) std::this_thread::sleep_for(kRescan);
         tree.kill();
       }
@@ -237,7 +237,8 @@ ChildExit supervise(pid_t pid, std::uint64_t start, SignalFd& signals, const Eve
       }
     } else if (!kill_at && plan.stop_at) {
       if (now >= *plan.stop_at) {
-        stop(Clock::time_point::max(), plan.on_stop);  // the lock stays held meanwhile
+        // The lock stays held meanwhile, up to its kill deadline.
+        stop(kill_deadline(), plan.on_stop);
         continue;
       }
       timeout = std::chrono::ceil<std::chrono::milliseconds>(*plan.stop_at - now);
@@ -268,7 +269,7 @@ ChildExit supervise(pid_t pid, std::uint64_t start, SignalFd& signals, const Eve
           // Read the tree before the signal orphans anything (and have the guard read it).
           // Not SIGHUP: many a daemon reloads on it and runs on, and the tree would then be
           // read every 50 ms for as long.
-          if (!terminating && plan.before_stop) plan.before_stop();
+          if (!terminating && plan.before_stop) plan.before_stop(kill_deadline());
           terminating = true;
           tree.refresh();
         }
@@ -386,10 +387,13 @@ void CommandGuard::kill_by(std::chrono::steady_clock::time_point end) noexcept {
   if (send_all(peer_, message, sizeof message)) told_ = end;
 }
 
-void CommandGuard::stopping() noexcept {
+void CommandGuard::stopping(std::chrono::steady_clock::time_point until) noexcept {
   stopping_ = true;
   if (peer_ < 0 || !send_all(peer_, &kStopping, 1)) return;
-  if (wait_readable({peer_}, kTrackingWait) != 0) return;
+  const auto now = std::chrono::steady_clock::now();
+  const auto wait = until <= now ? std::chrono::milliseconds{0}
+                                 : std::min(kTrackingWait, std::chrono::ceil<std::chrono::milliseconds>(until - now));
+  if (wait_readable({peer_}, wait) != 0) return;
   char answer = 0;
   while (::recv(peer_, &answer, 1, 0) < 0 && errno == EINTR) {
   }
@@ -429,7 +433,7 @@ bool CommandGuard::check() noexcept {
   const auto deadline = told_;
   told_ = std::chrono::steady_clock::time_point::max();
   if (deadline != told_) kill_by(deadline);
-  if (stopping_) stopping();
+  if (stopping_) stopping(told_);
   return true;
 }
 

@@ -79,9 +79,10 @@ struct StopPlan {
   // held: whenever it changes, and well before it comes (the guard kills the command by the
   // last deadline it was told).
   std::function<void(std::chrono::steady_clock::time_point)> report_kill_deadline;
-  // Called once before a stop's first signal (the guard reads the tree then: see
-  // CommandGuard::stopping).
-  std::function<void()> before_stop;
+  // Called once before a stop's first signal, with when that stop must have killed the
+  // command at the latest (the guard reads the tree then, and is waited for no longer than
+  // that: see CommandGuard::stopping).
+  std::function<void(std::chrono::steady_clock::time_point)> before_stop;
   // The guard's descriptor, watched while the command runs (CommandGuard::fd; -1: none), and
   // what is called when it is readable (CommandGuard::check): false if the command is no
   // longer guarded. The command is then stopped as on a loss, after on_unguarded.
@@ -144,8 +145,9 @@ class CommandGuard {
   // A stop of the command begins: the guard reads the tree now and every 50 ms from then on,
   // so that if dlock dies during the stop, the guard still knows what dlock's signals
   // orphaned (no longer found by parent pid). Waits up to 200 ms for the guard's first
-  // reading; call it before the first signal. Never throws.
-  void stopping() noexcept;
+  // reading, and never past `until` (the command's kill deadline: a guard that is stopped or
+  // slow must not delay the SIGKILL); call it before the first signal. Never throws.
+  void stopping(std::chrono::steady_clock::time_point until) noexcept;
 
   // Stops the guard without it touching the command, and reaps it. Idempotent; never throws.
   void finish() noexcept;

@@ -217,7 +217,7 @@ int run_with_signals(const RunArgs& args, SignalFd& signals, const std::vector<i
   plan.margin = margin;
   if (args.max_hold) plan.stop_at = granted + *args.max_hold;
   plan.report_kill_deadline = [&guard](std::chrono::steady_clock::time_point at) { guard->kill_by(at); };
-  plan.before_stop = [&guard] { guard->stopping(); };
+  plan.before_stop = [&guard](std::chrono::steady_clock::time_point until) { guard->stopping(until); };
   plan.guard_fd = [&guard] { return guard->fd(); };
   plan.check_guard = [&guard] { return guard->check(); };
   plan.on_unguarded = [&](std::chrono::milliseconds kill_in) {
