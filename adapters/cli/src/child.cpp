@@ -353,6 +353,8 @@ constexpr char kTracking = 't';
 constexpr std::chrono::milliseconds kTrackingWait{200};
 // How often a guard that follows a stop reads the tree again (supervise's kRescan).
 constexpr std::chrono::milliseconds kGuardRescan{50};
+// How long finish() waits for a guard to end before it kills it (one that runs ends in ms).
+constexpr std::chrono::milliseconds kFinishWait{1000};
 
 bool send_all(int fd, const char* data, std::size_t size) noexcept {
   while (size > 0) {
@@ -442,6 +444,15 @@ void CommandGuard::finish() noexcept {
   send_all(peer_, &kDone, 1);
   ::close(peer_);
   peer_ = -1;
+  // Waiting for a guard that never reads its 'd' kept dlock, and the lock, for ever.
+  ::kill(guard_, SIGCONT);
+  const auto give_up = std::chrono::steady_clock::now() + kFinishWait;
+  pid_t r;
+  while ((r = ::waitpid(guard_, nullptr, WNOHANG)) == 0 && std::chrono::steady_clock::now() < give_up) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  }
+  if (r != 0) return;  // reaped (or not dlock's child to reap)
+  ::kill(guard_, SIGKILL);
   while (::waitpid(guard_, nullptr, 0) < 0 && errno == EINTR) {
   }
 }

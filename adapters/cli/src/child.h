@@ -149,7 +149,9 @@ class CommandGuard {
   // slow must not delay the SIGKILL); call it before the first signal. Never throws.
   void stopping(std::chrono::steady_clock::time_point until) noexcept;
 
-  // Stops the guard without it touching the command, and reaps it. Idempotent; never throws.
+  // Stops the guard without it touching the command, and reaps it: a guard held stopped
+  // (SIGSTOP to its pid, a debugger) is continued, and killed if it has not ended 1 s later
+  // (the command has ended: nothing is left to guard). Idempotent; never throws.
   void finish() noexcept;
 
   // Readable when the guard has written (a late answer to stopping()) or is gone (end of
