@@ -27,9 +27,7 @@ uri="file://$dir/locks"
 dpid=$!
 wait_started "$dir/cmd.pid" "$dir/err" 0.05
 cmd=$(cat "$dir/cmd.pid")
-guard=$(ps --ppid "$dpid" -o pid=,args= | awk '$3 == "__guard" { print $1 }')
-[ -n "$guard" ] || { echo "no guard process under dlock $dpid" >&2; exit 1; }
-kill -STOP "$guard"
+stop_guard "$dpid"
 kill -9 "$dpid"
 wait "$dpid"
 dpid=

@@ -6,8 +6,8 @@
 # README.md, "Fencing"), and the lease counts from after it: the lease ends 1 s after CMD's
 # token at the earliest. That is compared with the last wall-clock stamp CMD wrote (one every
 # 2 ms), and so is the grant of the next holder, queued meanwhile.
-# With --guard-stopped, CMD's guard (dlock's other child) is held stopped from CMD's start to
-# 300 ms past the lease's end, and no next holder queues: dlock must kill CMD by itself, in
+# With --guard-stopped, CMD's guard (dlock's other child) is held stopped from CMD's start
+# until dlock has ended CMD, and no next holder queues: dlock must kill CMD by itself, in
 # time, while the guard does not answer (it is killing the tree at the same deadline, or slow).
 # dlock waited up to 200 ms for its answer, and CMD ran 152 ms past the lease's end.
 # With --max-hold-guard-stopped, the same, and dlock also stops CMD at --max-hold 900ms, 100 ms
@@ -49,10 +49,8 @@ apid=$!
 wait_started "$dir/stamps" "$dir/err" 0.01
 first_token=$(cat "$dir/first-token")
 if [ -n "$guard_stopped" ]; then
-  guard=$(ps --ppid "$apid" -o pid=,args= | awk '$3 == "__guard" { print $1 }')
-  [ -n "$guard" ] || { echo "no guard process under dlock $apid" >&2; exit 1; }
-  kill -STOP "$guard"
-  # dlock waits for its guard to end before it exits.
+  stop_guard "$apid"
+  # Held stopped until 300 ms past the lease's end (dlock continues it once CMD is gone).
   until [ $(($(date +%s%N) / 1000)) -gt $((first_token + 1300000)) ]; do sleep 0.02; done
   kill -CONT "$guard"
 else

@@ -24,9 +24,7 @@ uri="file://$dir/locks"
   sleep 0.5" 2> "$dir/err" &
 apid=$!
 wait_started "$dir/started" "$dir/err" 0.01
-guard=$(ps --ppid "$apid" -o pid=,args= | awk '$3 == "__guard" { print $1 }')
-[ -n "$guard" ] || { echo "no guard process under dlock $apid" >&2; exit 1; }
-kill -STOP "$guard"
+stop_guard "$apid"
 wait_gone "$apid" 10 "dlock still runs 10 s after its CMD (0.5 s) began, its guard stopped"
 wait "$apid"; astatus=$?; apid=
 cat "$dir/err"

@@ -36,3 +36,11 @@ wait_started() {
     sleep "$3"
   done
 }
+#
+# stop_guard DLOCK_PID: sets `guard` to the pid of dlock's guard process (its child running
+# __guard) and stops it (SIGSTOP); exits the script if dlock has none.
+stop_guard() {
+  guard=$(ps --ppid "$1" -o pid=,args= | awk '$3 == "__guard" { print $1 }')
+  [ -n "$guard" ] || { echo "no guard process under dlock $1" >&2; exit 1; }
+  kill -STOP "$guard"
+}
