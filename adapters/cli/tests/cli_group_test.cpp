@@ -535,6 +535,47 @@ TEST(CliGuard, AMemberTheGuardMayNotKillCostsLittleAndKeepsTheLockHeld) {
   EXPECT_EQ(next.code, 0) << next.err;
 }
 
+// A dlock stopped past its lease's end is continued once its guard has killed CMD; the guard
+// still waits for a member of CMD's group it may not kill. dlock must not wait for that guard
+// as long as the member runs (it waited for ever in finish()): the lease is over, and the
+// member is beyond reach. It ends its guard a second later and exits 70.
+TEST(CliGuard, AContinuedDlockDoesNotWaitForAGuardStuckOnAMemberItMayNotKill) {
+  if (::geteuid() != 0) GTEST_SKIP() << "needs root: dlock runs as nobody beside a root process";
+  if (::access("/usr/bin/setpriv", X_OK) != 0) GTEST_SKIP() << "needs setpriv(1)";
+  Sandbox box;
+  std::filesystem::permissions(box.dir(), std::filesystem::perms::all);  // nobody writes here
+  std::filesystem::permissions(box.dir() / "locks", std::filesystem::perms::all);
+  const auto cmdpid = box.dir() / "cmd.pid";
+  const std::string tmp = cmdpid.string() + ".tmp";
+  const std::string write_pid =
+      "echo $$ > '" + tmp + "'; mv '" + tmp + "' '" + cmdpid.string() + "'";
+  pid_t p = box.start_program({"/usr/bin/setpriv", "--reuid=65534", "--regid=65534",
+                               "--clear-groups", DLOCK_CLI_PATH, "run", "--uri", box.file_uri(),
+                               "--lease", "1s", "job", "--", "sh", "-c", write_pid + "; exec sleep 300"});
+  Reaper cmd{read_pid(cmdpid)};
+  ASSERT_GT(cmd.pid, 0) << box.wait(p).err;
+  const auto joined = box.dir() / "joined";
+  pid_t root_member = box.start_program(
+      {"perl", "-e",
+       "setpgrp(0, $ARGV[0]) or die \"setpgrp: $!\"; open(my $f, '>', $ARGV[1]) or die; close $f;"
+       " sleep 300",
+       std::to_string(cmd.pid), joined.string()});
+  ASSERT_TRUE(box.wait_ready(root_member, joined)) << box.wait(root_member).err;
+  const std::vector<pid_t> guards = guards_of(p, milliseconds(3000));
+  ASSERT_EQ(guards.size(), 1u) << "dlock runs one guard process while the command runs";
+  Reaper guard{guards[0]};
+  ::kill(p, SIGSTOP);
+  // The guard kills CMD by the lease's end (a zombie until dlock reaps it), not the member.
+  ASSERT_TRUE(dies_within(cmd.pid, milliseconds(3000))) << "the guard did not kill what it may";
+  ::kill(p, SIGCONT);
+  EXPECT_TRUE(dies_within(p, milliseconds(3000))) << "dlock waited for its guard while the member ran";
+  EXPECT_TRUE(dies_within(guard.pid, milliseconds(1000))) << "the guard outlived dlock";
+  EXPECT_FALSE(is_dead(root_member)) << "the member dlock may not kill ended";
+  ::kill(root_member, SIGKILL);
+  box.wait(root_member);
+  EXPECT_EQ(box.wait(p).code, 70) << "dlock, its lock lost at the lease's end";
+}
+
 // Killing only the guard (`kill -9 GUARD`) left dlock running unguarded, without a word: a later
 // `kill -9` of dlock then left CMD running with the lock free (review F6). dlock must notice
 // its guard's death at once and start a new one, so that CMD is still stopped before the next
