@@ -478,6 +478,44 @@ bool file_gets(const std::filesystem::path& path, const std::string& text, milli
   return true;
 }
 
+// `dlock run [OPTIONS] job -- sh` as nobody (setpriv) on `box`'s file:// lock, its CMD a shell
+// that sleeps, and a root process of this test's session in CMD's group: a member nobody cannot
+// signal. `error` says what failed (empty: all three run).
+struct NobodysCommand {
+  pid_t dlock = -1, cmd = 0, root_member = -1;
+  std::string error;
+};
+NobodysCommand start_nobodys_command_with_a_root_member(Sandbox& box, const std::vector<std::string>& options) {
+  NobodysCommand out;
+  std::filesystem::permissions(box.dir(), std::filesystem::perms::all);  // nobody writes here
+  std::filesystem::permissions(box.dir() / "locks", std::filesystem::perms::all);
+  const auto cmdpid = box.dir() / "cmd.pid";
+  const std::string tmp = cmdpid.string() + ".tmp";
+  const std::string write_pid =
+      "echo $$ > '" + tmp + "'; mv '" + tmp + "' '" + cmdpid.string() + "'";
+  out.dlock = box.start_program(concat(concat({"/usr/bin/setpriv", "--reuid=65534", "--regid=65534",
+                                               "--clear-groups", DLOCK_CLI_PATH, "run", "--uri", box.file_uri()},
+                                              options),
+                                       {"job", "--", "sh", "-c", write_pid + "; exec sleep 300"}));
+  out.cmd = read_pid(cmdpid);
+  if (out.cmd <= 0) {
+    out.error = "CMD never started: " + box.wait(out.dlock).err;
+    return out;
+  }
+  const auto joined = box.dir() / "joined";
+  out.root_member = box.start_program(
+      {"perl", "-e",
+       "setpgrp(0, $ARGV[0]) or die \"setpgrp: $!\"; open(my $f, '>', $ARGV[1]) or die; close $f;"
+       " sleep 300",
+       std::to_string(out.cmd), joined.string()});
+  if (!box.wait_ready(out.root_member, joined)) {
+    out.error = "the root member did not start: " + box.wait(out.root_member).err;
+  } else if (::getpgid(out.root_member) != out.cmd) {
+    out.error = "the root member is not in CMD's group";
+  }
+  return out;
+}
+
 // A member of CMD's tree that the guard may not signal (another user's: here root's, with dlock
 // run as nobody) never goes away. The guard keeps the lock held meanwhile, as it must, but it
 // read all of /proc every 2 ms to see it gone: review F5 measured 1.65 s of CPU in 5 s.
@@ -486,26 +524,10 @@ TEST(CliGuard, AMemberTheGuardMayNotKillCostsLittleAndKeepsTheLockHeld) {
   if (::geteuid() != 0) GTEST_SKIP() << "needs root: dlock runs as nobody beside a root process";
   if (::access("/usr/bin/setpriv", X_OK) != 0) GTEST_SKIP() << "needs setpriv(1)";
   Sandbox box;
-  std::filesystem::permissions(box.dir(), std::filesystem::perms::all);  // nobody writes here
-  std::filesystem::permissions(box.dir() / "locks", std::filesystem::perms::all);
-  const auto cmdpid = box.dir() / "cmd.pid";
-  const std::string tmp = cmdpid.string() + ".tmp";
-  const std::string write_pid =
-      "echo $$ > '" + tmp + "'; mv '" + tmp + "' '" + cmdpid.string() + "'";
-  pid_t p = box.start_program({"/usr/bin/setpriv", "--reuid=65534", "--regid=65534",
-                               "--clear-groups", DLOCK_CLI_PATH, "run", "--uri", box.file_uri(),
-                               "job", "--", "sh", "-c", write_pid + "; exec sleep 300"});
-  Reaper cmd{read_pid(cmdpid)};
-  ASSERT_GT(cmd.pid, 0) << box.wait(p).err;
-  // A root process of this test's session joins CMD's group: a member nobody cannot signal.
-  const auto joined = box.dir() / "joined";
-  pid_t root_member = box.start_program(
-      {"perl", "-e",
-       "setpgrp(0, $ARGV[0]) or die \"setpgrp: $!\"; open(my $f, '>', $ARGV[1]) or die; close $f;"
-       " sleep 300",
-       std::to_string(cmd.pid), joined.string()});
-  ASSERT_TRUE(box.wait_ready(root_member, joined)) << box.wait(root_member).err;
-  ASSERT_EQ(::getpgid(root_member), cmd.pid);
+  NobodysCommand run = start_nobodys_command_with_a_root_member(box, {});
+  Reaper cmd{run.cmd};
+  ASSERT_TRUE(run.error.empty()) << run.error;
+  const pid_t p = run.dlock, root_member = run.root_member;
   const std::vector<pid_t> guards = guards_of(p, milliseconds(3000));
   ASSERT_EQ(guards.size(), 1u) << "dlock runs one guard process while the command runs";
   Reaper guard{guards[0]};
@@ -543,24 +565,10 @@ TEST(CliGuard, AContinuedDlockDoesNotWaitForAGuardStuckOnAMemberItMayNotKill) {
   if (::geteuid() != 0) GTEST_SKIP() << "needs root: dlock runs as nobody beside a root process";
   if (::access("/usr/bin/setpriv", X_OK) != 0) GTEST_SKIP() << "needs setpriv(1)";
   Sandbox box;
-  std::filesystem::permissions(box.dir(), std::filesystem::perms::all);  // nobody writes here
-  std::filesystem::permissions(box.dir() / "locks", std::filesystem::perms::all);
-  const auto cmdpid = box.dir() / "cmd.pid";
-  const std::string tmp = cmdpid.string() + ".tmp";
-  const std::string write_pid =
-      "echo $$ > '" + tmp + "'; mv '" + tmp + "' '" + cmdpid.string() + "'";
-  pid_t p = box.start_program({"/usr/bin/setpriv", "--reuid=65534", "--regid=65534",
-                               "--clear-groups", DLOCK_CLI_PATH, "run", "--uri", box.file_uri(),
-                               "--lease", "1s", "job", "--", "sh", "-c", write_pid + "; exec sleep 300"});
-  Reaper cmd{read_pid(cmdpid)};
-  ASSERT_GT(cmd.pid, 0) << box.wait(p).err;
-  const auto joined = box.dir() / "joined";
-  pid_t root_member = box.start_program(
-      {"perl", "-e",
-       "setpgrp(0, $ARGV[0]) or die \"setpgrp: $!\"; open(my $f, '>', $ARGV[1]) or die; close $f;"
-       " sleep 300",
-       std::to_string(cmd.pid), joined.string()});
-  ASSERT_TRUE(box.wait_ready(root_member, joined)) << box.wait(root_member).err;
+  NobodysCommand run = start_nobodys_command_with_a_root_member(box, {"--lease", "1s"});
+  Reaper cmd{run.cmd};
+  ASSERT_TRUE(run.error.empty()) << run.error;
+  const pid_t p = run.dlock, root_member = run.root_member;
   const std::vector<pid_t> guards = guards_of(p, milliseconds(3000));
   ASSERT_EQ(guards.size(), 1u) << "dlock runs one guard process while the command runs";
   Reaper guard{guards[0]};
