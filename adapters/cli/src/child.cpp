@@ -356,6 +356,17 @@ constexpr std::chrono::milliseconds kGuardRescan{50};
 // How long finish() waits for a guard to end before it kills it (one that runs ends in ms).
 constexpr std::chrono::milliseconds kFinishWait{1000};
 
+// Reaps child `pid` if it ends within `limit`; true if it did (or is no child to reap).
+bool reaped_within(pid_t pid, std::chrono::milliseconds limit) noexcept {
+  const auto give_up = std::chrono::steady_clock::now() + limit;
+  for (;;) {
+    const pid_t r = ::waitpid(pid, nullptr, WNOHANG);
+    if (r != 0 && !(r < 0 && errno == EINTR)) return true;
+    if (std::chrono::steady_clock::now() >= give_up) return false;
+    std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  }
+}
+
 bool send_all(int fd, const char* data, std::size_t size) noexcept {
   while (size > 0) {
     ssize_t n = ::send(fd, data, size, MSG_NOSIGNAL);
@@ -446,15 +457,11 @@ void CommandGuard::finish() noexcept {
   peer_ = -1;
   // Waiting for a guard that never reads its 'd' kept dlock, and the lock, for ever.
   ::kill(guard_, SIGCONT);
-  const auto give_up = std::chrono::steady_clock::now() + kFinishWait;
-  pid_t r;
-  while ((r = ::waitpid(guard_, nullptr, WNOHANG)) == 0 && std::chrono::steady_clock::now() < give_up) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(2));
-  }
-  if (r != 0) return;  // reaped (or not dlock's child to reap)
+  if (reaped_within(guard_, kFinishWait)) return;
   ::kill(guard_, SIGKILL);
-  while (::waitpid(guard_, nullptr, 0) < 0 && errno == EINTR) {
-  }
+  // A traced guard's death is told to its tracer first: if it is not reaped soon, dlock, which
+  // exits next, leaves that to init.
+  reaped_within(guard_, kFinishWait);
 }
 
 namespace {

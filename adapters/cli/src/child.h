@@ -151,7 +151,8 @@ class CommandGuard {
 
   // Stops the guard without it touching the command, and reaps it: a guard held stopped
   // (SIGSTOP to its pid, a debugger) is continued, and killed if it has not ended 1 s later
-  // (the command has ended: nothing is left to guard). Idempotent; never throws.
+  // (the command has ended: nothing is left to guard); one that cannot be reaped 1 s after
+  // that (a tracer holds it) is left to init. Returns within 2 s; idempotent; never throws.
   void finish() noexcept;
 
   // Readable when the guard has written (a late answer to stopping()) or is gone (end of
