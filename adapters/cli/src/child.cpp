@@ -353,7 +353,8 @@ constexpr char kTracking = 't';
 constexpr std::chrono::milliseconds kTrackingWait{200};
 // How often a guard that follows a stop reads the tree again (supervise's kRescan).
 constexpr std::chrono::milliseconds kGuardRescan{50};
-// How long finish() waits for a guard to end before it kills it (one that runs ends in ms).
+// How long finish() waits for a guard to end before it kills it (one that runs ends in ms),
+// and then to reap it before leaving it to init.
 constexpr std::chrono::milliseconds kFinishWait{1000};
 
 // Reaps child `pid` if it ends within `limit`; true if it did (or is no child to reap).
@@ -403,10 +404,9 @@ void CommandGuard::kill_by(std::chrono::steady_clock::time_point end) noexcept {
 void CommandGuard::stopping(std::chrono::steady_clock::time_point until) noexcept {
   stopping_ = true;
   if (peer_ < 0 || !send_all(peer_, &kStopping, 1)) return;
-  const auto now = std::chrono::steady_clock::now();
-  const auto wait = until <= now ? std::chrono::milliseconds{0}
-                                 : std::min(kTrackingWait, std::chrono::ceil<std::chrono::milliseconds>(until - now));
-  if (wait_readable({peer_}, wait) != 0) return;
+  // (A deadline already past makes a negative wait, which wait_readable takes as none.)
+  const auto left = std::chrono::ceil<std::chrono::milliseconds>(until - std::chrono::steady_clock::now());
+  if (wait_readable({peer_}, std::min(kTrackingWait, left)) != 0) return;
   char answer = 0;
   while (::recv(peer_, &answer, 1, 0) < 0 && errno == EINTR) {
   }
