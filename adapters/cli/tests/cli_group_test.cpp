@@ -480,9 +480,9 @@ bool file_gets(const std::filesystem::path& path, const std::string& text, milli
 
 // `dlock run [OPTIONS] job -- sh` as nobody (setpriv) on `box`'s file:// lock, its CMD a shell
 // that sleeps, and a root process of this test's session in CMD's group: a member nobody cannot
-// signal. `error` says what failed (empty: all three run).
+// signal; and dlock's guard. `error` says what failed (empty: all four run).
 struct NobodysCommand {
-  pid_t dlock = -1, cmd = 0, root_member = -1;
+  pid_t dlock = -1, cmd = 0, root_member = -1, guard = 0;
   std::string error;
 };
 NobodysCommand start_nobodys_command_with_a_root_member(Sandbox& box, const std::vector<std::string>& options) {
@@ -510,8 +510,17 @@ NobodysCommand start_nobodys_command_with_a_root_member(Sandbox& box, const std:
        std::to_string(out.cmd), joined.string()});
   if (!box.wait_ready(out.root_member, joined)) {
     out.error = "the root member did not start: " + box.wait(out.root_member).err;
-  } else if (::getpgid(out.root_member) != out.cmd) {
+    return out;
+  }
+  if (::getpgid(out.root_member) != out.cmd) {
     out.error = "the root member is not in CMD's group";
+    return out;
+  }
+  const std::vector<pid_t> guards = guards_of(out.dlock, milliseconds(3000));
+  if (guards.size() == 1) {
+    out.guard = guards[0];
+  } else {
+    out.error = "dlock runs " + std::to_string(guards.size()) + " guard processes while the command runs, want 1";
   }
   return out;
 }
@@ -525,12 +534,9 @@ TEST(CliGuard, AMemberTheGuardMayNotKillCostsLittleAndKeepsTheLockHeld) {
   if (::access("/usr/bin/setpriv", X_OK) != 0) GTEST_SKIP() << "needs setpriv(1)";
   Sandbox box;
   NobodysCommand run = start_nobodys_command_with_a_root_member(box, {});
-  Reaper cmd{run.cmd};
+  Reaper cmd{run.cmd}, guard{run.guard};
   ASSERT_TRUE(run.error.empty()) << run.error;
   const pid_t p = run.dlock, root_member = run.root_member;
-  const std::vector<pid_t> guards = guards_of(p, milliseconds(3000));
-  ASSERT_EQ(guards.size(), 1u) << "dlock runs one guard process while the command runs";
-  Reaper guard{guards[0]};
   const auto dlock_err = box.stderr_path(p);
   ::kill(p, SIGKILL);
   box.wait(p);
@@ -566,12 +572,9 @@ TEST(CliGuard, AContinuedDlockDoesNotWaitForAGuardStuckOnAMemberItMayNotKill) {
   if (::access("/usr/bin/setpriv", X_OK) != 0) GTEST_SKIP() << "needs setpriv(1)";
   Sandbox box;
   NobodysCommand run = start_nobodys_command_with_a_root_member(box, {"--lease", "1s"});
-  Reaper cmd{run.cmd};
+  Reaper cmd{run.cmd}, guard{run.guard};
   ASSERT_TRUE(run.error.empty()) << run.error;
   const pid_t p = run.dlock, root_member = run.root_member;
-  const std::vector<pid_t> guards = guards_of(p, milliseconds(3000));
-  ASSERT_EQ(guards.size(), 1u) << "dlock runs one guard process while the command runs";
-  Reaper guard{guards[0]};
   ::kill(p, SIGSTOP);
   // The guard kills CMD by the lease's end (a zombie until dlock reaps it), not the member.
   ASSERT_TRUE(dies_within(cmd.pid, milliseconds(3000))) << "the guard did not kill what it may";

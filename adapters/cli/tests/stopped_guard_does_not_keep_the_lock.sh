@@ -31,8 +31,7 @@ uri="file://$dir/locks"
 apid=$!
 wait_started "$dir/started" "$dir/err" 0.01
 if [ "$traced" = --traced ]; then
-  guard=$(guard_of "$apid")
-  [ -n "$guard" ] || { echo "no guard process under dlock $apid" >&2; exit 1; }
+  find_guard "$apid"
   # PTRACE_SEIZE then PTRACE_INTERRUPT: a tracer's stop; held 10 s, then the tracer exits.
   python3 -c '
 import ctypes, os, sys, time

@@ -37,13 +37,15 @@ wait_started() {
   done
 }
 #
-# guard_of DLOCK_PID: prints the pid of dlock's guard process (its child running __guard).
-guard_of() { ps --ppid "$1" -o pid=,args= | awk '$3 == "__guard" { print $1 }'; }
-#
-# stop_guard DLOCK_PID: sets `guard` to the pid of dlock's guard process and stops it
-# (SIGSTOP); exits the script if dlock has none.
-stop_guard() {
-  guard=$(guard_of "$1")
+# find_guard DLOCK_PID: sets `guard` to the pid of dlock's guard process (its child running
+# __guard); exits the script if dlock has none.
+find_guard() {
+  guard=$(ps --ppid "$1" -o pid=,args= | awk '$3 == "__guard" { print $1 }')
   [ -n "$guard" ] || { echo "no guard process under dlock $1" >&2; exit 1; }
+}
+#
+# stop_guard DLOCK_PID: find_guard, then stops it (SIGSTOP).
+stop_guard() {
+  find_guard "$1"
   kill -STOP "$guard"
 }
